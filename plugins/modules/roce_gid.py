@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: roce_gid
+short_description: Resolve the RoCE v2 GID index of a node's IPv4 address from sysfs
+version_added: "0.1.0"
+description:
+  - Reads C(<sysfs_root>/<hca>/ports/<port>/gids/*) and
+    C(gid_attrs/types/*) and returns the index of the GID whose value is the
+    IPv4-mapped form (C(::ffff:a.b.c.d)) of O(address) and whose type is
+    O(gid_type).
+  - The index differs per node and moves when addresses are re-added, so it is
+    resolved each time the fabric environment (C(NCCL_IB_GID_INDEX)) is built.
+  - Read-only; supports check mode.
+options:
+  hca:
+    description: RDMA device name, as under C(/sys/class/infiniband).
+    type: str
+    required: true
+  port:
+    description: Port number of the HCA.
+    type: int
+    default: 1
+  address:
+    description: The node's IPv4 address on the RoCE link.
+    type: str
+    required: true
+  gid_type:
+    description: GID type to match, as the kernel spells it in C(gid_attrs/types).
+    type: str
+    default: RoCE v2
+  sysfs_root:
+    description: Directory holding the RDMA devices; a fake tree in tests.
+    type: path
+    default: /sys/class/infiniband
+author:
+  - laguna-spark developers
+"""
+
+EXAMPLES = r"""
+- name: Resolve the RoCE v2 GID index for NCCL
+  laguna.spark.roce_gid:
+    hca: rocep1s0f1
+    port: 1
+    address: 192.168.100.10
+  register: gid
+
+- name: Use it
+  ansible.builtin.debug:
+    msg: "NCCL_IB_GID_INDEX={{ gid.gid_index }}"
+"""
+
+RETURN = r"""
+gid_index:
+  description: Index of the matching GID.
+  returned: success
+  type: int
+  sample: 3
+gid:
+  description: The matching GID.
+  returned: success
+  type: str
+  sample: "0000:0000:0000:0000:0000:ffff:c0a8:640a"
+ndev:
+  description: Network device the GID belongs to, when sysfs says.
+  returned: success
+  type: str
+  sample: enp1s0f1np1
+gids:
+  description: Every populated GID seen on the port.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.laguna.spark.plugins.module_utils import roce
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            hca=dict(type="str", required=True),
+            port=dict(type="int", default=1),
+            address=dict(type="str", required=True),
+            gid_type=dict(type="str", default=roce.ROCE_V2),
+            sysfs_root=dict(type="path", default="/sys/class/infiniband"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        entries = roce.scan_gids(params["sysfs_root"], params["hca"], params["port"])
+    except FileNotFoundError as exc:
+        module.fail_json(
+            msg="No GID table at %s: is HCA %r / port %d right? Devices present: %s"
+            % (exc, params["hca"], params["port"],
+               ", ".join(sorted(_listdir(params["sysfs_root"]))) or "none"),
+            gids=[],
+        )
+    try:
+        match = roce.find_gid(entries, params["address"], params["gid_type"])
+    except ValueError:
+        module.fail_json(msg="address %r is not an IPv4 address" % params["address"], gids=entries)
+    if match is None:
+        module.fail_json(
+            msg="No %s GID on %s port %d maps %s. GIDs seen: %s"
+            % (params["gid_type"], params["hca"], params["port"], params["address"],
+               roce.describe(entries)),
+            gids=entries,
+        )
+    module.exit_json(changed=False, gid_index=match["index"], gid=match["gid"],
+                     ndev=match["ndev"], gids=entries)
+
+
+def _listdir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+if __name__ == "__main__":
+    main()

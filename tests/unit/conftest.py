@@ -1,0 +1,64 @@
+"""Helpers to run the collection's modules in-process."""
+import json
+import os
+import sys
+import threading
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures")
+DOUBLES = os.path.join(ROOT, "tests", "doubles")
+STANDIN_DFLASH = os.path.join(DOUBLES, "vllm_standin", "vllm", "model_executor", "models", "laguna_dflash.py")
+
+
+class ModuleResult(dict):
+    @property
+    def failed(self):
+        return bool(self.get("failed"))
+
+
+@pytest.fixture
+def run_module(capsys):
+    """run_module(module, args, check_mode=False, diff=False) -> result dict."""
+
+    def run(module, args, check_mode=False, diff=False):
+        args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff,
+                    _ansible_remote_tmp="/tmp", _ansible_tmpdir=None, _ansible_keep_remote_files=False)
+        capsys.readouterr()
+        with patch_module_args(args):
+            with pytest.raises(SystemExit):
+                module.main()
+        out = capsys.readouterr().out
+        return ModuleResult(json.loads(out))
+
+    return run
+
+
+@pytest.fixture
+def standin_server():
+    """start(acceptance=0.75, spec=True) -> base URL of an in-process stand-in vLLM."""
+    sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
+    from http.server import ThreadingHTTPServer
+    from vllm.entrypoints import cli
+
+    servers = []
+
+    def start(acceptance=0.75, spec=True, name="laguna-s-2.1", rate=2000):
+        os.environ["LAGUNA_STANDIN_ACCEPTANCE"] = str(acceptance)
+        os.environ["LAGUNA_STANDIN_TOKENS_PER_S"] = str(rate)
+        engine = cli.Engine(name, {"method": "dflash", "model": "/d", "num_speculative_tokens": 6} if spec else None, 262144)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return "http://127.0.0.1:%d" % server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    sys.path.remove(os.path.join(DOUBLES, "vllm_standin"))
+    for key in ("LAGUNA_STANDIN_ACCEPTANCE", "LAGUNA_STANDIN_TOKENS_PER_S"):
+        os.environ.pop(key, None)

@@ -1,0 +1,62 @@
+import os
+import stat
+
+from ansible_collections.laguna.spark.plugins.module_utils import ray_status as parser
+from ansible_collections.laguna.spark.plugins.modules import ray_status
+
+from conftest import FIXTURES
+
+
+def fixture(name):
+    return open(os.path.join(FIXTURES, "ray_status", name)).read()
+
+
+def fake_ray(tmp_path, stdout_file=None, rc=0, stderr="ray.exceptions.RpcError: Timed out while waiting for GCS"):
+    script = tmp_path / "ray"
+    body = "#!/bin/sh\n"
+    body += 'echo "$@" > "%s/args"\n' % tmp_path
+    if stdout_file:
+        body += 'cat "%s"\n' % os.path.join(FIXTURES, "ray_status", stdout_file)
+    body += 'echo "%s" >&2\nexit %d\n' % (stderr if rc else "", rc)
+    script.write_text(body)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_parse_two_nodes_recorded_from_ray_2_60():
+    parsed = parser.parse(fixture("two_nodes.txt"))
+    assert len(parsed["active_nodes"]) == 2
+    assert parsed["active_nodes"][0].startswith("node_4e80")
+    assert parsed["pending_nodes"] == [] and parsed["recent_failures"] == []
+    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 3.0}
+    assert parsed["resources"]["memory"]["total"] == 46.45 * 1024 ** 3
+    assert parsed["pending_demands"] == []
+
+
+def test_parse_pending_placement_group():
+    parsed = parser.parse(fixture("waiting_for_placement_group.txt"))
+    assert len(parsed["active_nodes"]) == 1
+    assert parsed["pending_demands"] == ["{'GPU': 1.0} * 2 (SPREAD): 1+ pending placement groups"]
+
+
+def test_parse_older_usage_heading():
+    text = "Active:\n 1 node_ab12\nResources\n----\nUsage:\n 1.0/2.0 GPU\nDemands:\n (no resource demands)\n"
+    parsed = parser.parse(text)
+    assert parsed["active_nodes"] == ["node_ab12"]
+    assert parsed["resources"]["GPU"] == {"used": 1.0, "total": 2.0}
+
+
+def test_module_reports_nodes_and_gpus(tmp_path, run_module):
+    ray = fake_ray(tmp_path, "two_nodes.txt")
+    result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379"})
+    assert result["reachable"] and not result["changed"]
+    assert result["node_count"] == 2 and result["gpus_total"] == 3.0
+    assert (tmp_path / "args").read_text().split() == ["status", "--address", "10.89.77.11:6379"]
+
+
+def test_unreachable_is_data_unless_asked_to_fail(tmp_path, run_module):
+    ray = fake_ray(tmp_path, rc=1)
+    result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379"})
+    assert not result.failed and not result["reachable"] and result["node_count"] == 0
+    result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379", "fail_on_unreachable": True})
+    assert result.failed and "is the head raylet running" in result["msg"]

@@ -1,0 +1,109 @@
+import json
+import os
+
+import pytest
+
+from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
+from ansible_collections.laguna.spark.plugins.modules import systemd_run_service
+
+from conftest import DOUBLES
+
+
+@pytest.fixture
+def systemd(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("systemctl", "systemd-run", "journalctl"):
+        os.symlink(os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py"), bindir / name)
+    state = tmp_path / "state.json"
+    monkeypatch.setenv("FAKE_SYSTEMD_STATE", str(state))
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+
+    class Systemd:
+        def read(self):
+            return json.loads(state.read_text())
+
+        def calls(self, prog):
+            return [c for c in self.read()["calls"] if c[0] == prog]
+
+    return Systemd()
+
+
+ARGS = {
+    "name": "laguna-ray-head",
+    "command": ["/venv/bin/ray", "start", "--head", "--block"],
+    "environment": {"NCCL_IB_GID_INDEX": 3, "VLLM_HOST_IP": "192.168.100.10"},
+    "properties": {"LimitMEMLOCK": "infinity", "MemoryMax": "110G", "MemorySwapMax": 0},
+    "description": "laguna ray head",
+    "settle": 0,
+}
+
+
+def test_starts_a_user_service_with_env_and_properties(systemd, run_module):
+    result = run_module(systemd_run_service, ARGS)
+    assert result["changed"] and result["action"] == "started"
+    argv = systemd.calls("systemd-run")[0]
+    assert argv[1:3] == ["--user", "--unit=laguna-ray-head"]
+    assert "--property=LimitMEMLOCK=infinity" in argv and "--property=MemorySwapMax=0" in argv
+    assert "--setenv=NCCL_IB_GID_INDEX=3" in argv
+    assert "--scope" not in argv
+    assert argv[argv.index("--") + 1:] == ARGS["command"]
+    assert "[cfg %s]" % result["fingerprint"] in systemd.read()["units"]["laguna-ray-head.service"]["Description"]
+
+
+def test_same_configuration_is_left_running(systemd, run_module):
+    run_module(systemd_run_service, ARGS)
+    again = run_module(systemd_run_service, ARGS)
+    assert not again["changed"] and again["action"] == "none"
+    assert len(systemd.calls("systemd-run")) == 1
+
+
+def test_changed_environment_restarts(systemd, run_module):
+    first = run_module(systemd_run_service, ARGS)
+    drifted = dict(ARGS, environment=dict(ARGS["environment"], NCCL_IB_GID_INDEX=5))
+    result = run_module(systemd_run_service, drifted)
+    assert result["changed"] and result["action"] == "restarted"
+    assert result["previous_fingerprint"] == first["fingerprint"] != result["fingerprint"]
+    assert ["systemctl", "--user", "stop", "laguna-ray-head.service"] in systemd.read()["calls"]
+
+
+def test_check_mode_changes_nothing(systemd, run_module):
+    result = run_module(systemd_run_service, ARGS, check_mode=True)
+    assert result["changed"] and result["argv"][0].endswith("systemd-run")
+    assert systemd.calls("systemd-run") == []
+
+
+def test_a_service_that_dies_at_once_fails_with_its_logs(systemd, run_module):
+    result = run_module(systemd_run_service, dict(ARGS, command=["false"]))
+    assert result.failed and "stopped right after starting" in result["msg"]
+    assert "exit status 1" in result["msg"]
+
+
+def test_failed_unit_is_replaced(systemd, run_module):
+    run_module(systemd_run_service, dict(ARGS, command=["false"]))
+    result = run_module(systemd_run_service, ARGS)
+    assert result["changed"] and result["action"] == "started"
+
+
+def test_stopped_is_idempotent(systemd, run_module):
+    run_module(systemd_run_service, ARGS)
+    stop = run_module(systemd_run_service, {"name": "laguna-ray-head", "state": "stopped"})
+    again = run_module(systemd_run_service, {"name": "laguna-ray-head", "state": "stopped"})
+    assert stop["changed"] and stop["action"] == "stopped"
+    assert not again["changed"]
+
+
+def test_restarted_always_restarts(systemd, run_module):
+    run_module(systemd_run_service, ARGS)
+    result = run_module(systemd_run_service, dict(ARGS, state="restarted"))
+    assert result["changed"] and result["action"] == "restarted"
+    assert len(systemd.calls("systemd-run")) == 2
+
+
+def test_fingerprint_is_stable_and_sensitive():
+    base = sr.fingerprint(["a", "b"], {"X": "1"}, {"P": "1"})
+    assert base == sr.fingerprint(["a", "b"], {"X": "1"}, {"P": "1"})
+    assert base != sr.fingerprint(["a", "c"], {"X": "1"}, {"P": "1"})
+    assert base != sr.fingerprint(["a", "b"], {"X": "1"}, {"P": "2"})
+    assert sr.fingerprint_of(sr.description("x", base)) == base
+    assert sr.fingerprint_of("no fingerprint") is None
