@@ -9,7 +9,8 @@ import re
 
 _NODE = re.compile(r"^\s*\d+\s+(node_[0-9a-f]+)\s*$")
 _RESOURCE = re.compile(
-    r"^\s*(?P<used>[0-9.]+)(?P<uunit>[A-Za-z]*)/(?P<total>[0-9.]+)(?P<tunit>[A-Za-z]*)\s+(?P<name>\S+)\s*$"
+    r"^\s*(?P<used>[0-9.]+)(?P<uunit>[A-Za-z]*)/(?P<total>[0-9.]+)(?P<tunit>[A-Za-z]*)\s+(?P<name>\S+)"
+    r"(?:\s+\((?P<pg_used>[0-9.]+)[A-Za-z]* used of (?P<pg_reserved>[0-9.]+)[A-Za-z]* reserved in placement groups\))?\s*$"
 )
 _UNITS = {"": 1, "B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
 
@@ -22,7 +23,9 @@ def parse(text):
     """Return active/pending node ids and resource usage.
 
     ``resources`` maps a resource name (CPU, GPU, memory, ...) to
-    ``{"used": float, "total": float}``; byte-sized ones are in bytes.
+    ``{"used": float, "total": float, "reserved": float}``, ``reserved`` being
+    what placement groups hold (Ray 2.4x+ prints it after the total);
+    byte-sized ones are in bytes.
     """
     section = None
     active, pending, failures, demands = [], [], [], []
@@ -56,6 +59,7 @@ def parse(text):
                 resources[match.group("name")] = {
                     "used": _amount(match.group("used"), match.group("uunit")),
                     "total": _amount(match.group("total"), match.group("tunit")),
+                    "reserved": _amount(match.group("pg_reserved") or 0, match.group("tunit")),
                 }
     return {
         "active_nodes": active,

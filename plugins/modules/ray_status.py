@@ -86,8 +86,12 @@ gpus_used:
   description: GPUs in use (reserved by placement groups or actors).
   returned: always
   type: float
+gpus_reserved:
+  description: GPUs held by placement groups (a serving vLLM holds one per TP rank).
+  returned: always
+  type: float
 resources:
-  description: Every resource of the usage section, C({used, total}); bytes for memory.
+  description: Every resource of the usage section, C({used, total, reserved}); bytes for memory.
   returned: always
   type: dict
 stdout:
@@ -118,13 +122,14 @@ def main():
     rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
     parsed = ray_status.parse(out if rc == 0 else "")
     resources = parsed["resources"]
-    gpu = resources.get("GPU", {"used": 0.0, "total": 0.0})
+    gpu = resources.get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0})
     result = dict(
         changed=False,
         reachable=rc == 0,
         node_count=len(parsed["active_nodes"]),
         gpus_total=gpu["total"],
         gpus_used=gpu["used"],
+        gpus_reserved=gpu["reserved"],
         stdout=out,
         **parsed
     )

@@ -28,7 +28,7 @@ def test_parse_two_nodes_recorded_from_ray_2_60():
     assert len(parsed["active_nodes"]) == 2
     assert parsed["active_nodes"][0].startswith("node_4e80")
     assert parsed["pending_nodes"] == [] and parsed["recent_failures"] == []
-    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 3.0}
+    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 3.0, "reserved": 0.0}
     assert parsed["resources"]["memory"]["total"] == 46.45 * 1024 ** 3
     assert parsed["pending_demands"] == []
 
@@ -39,11 +39,25 @@ def test_parse_pending_placement_group():
     assert parsed["pending_demands"] == ["{'GPU': 1.0} * 2 (SPREAD): 1+ pending placement groups"]
 
 
+def test_parse_gpus_reserved_by_a_serving_placement_group():
+    # Recorded in the molecule cluster while the stand-in vLLM held its TP bundles.
+    parsed = parser.parse(fixture("serving_placement_group.txt"))
+    assert len(parsed["active_nodes"]) == 2
+    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 2.0, "reserved": 2.0}
+    assert parsed["resources"]["CPU"]["total"] == 2.0
+
+
+def test_module_reports_reserved_gpus(tmp_path, run_module):
+    ray = fake_ray(tmp_path, "serving_placement_group.txt")
+    result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379"})
+    assert result["node_count"] == 2 and result["gpus_total"] == 2.0 and result["gpus_reserved"] == 2.0
+
+
 def test_parse_older_usage_heading():
     text = "Active:\n 1 node_ab12\nResources\n----\nUsage:\n 1.0/2.0 GPU\nDemands:\n (no resource demands)\n"
     parsed = parser.parse(text)
     assert parsed["active_nodes"] == ["node_ab12"]
-    assert parsed["resources"]["GPU"] == {"used": 1.0, "total": 2.0}
+    assert parsed["resources"]["GPU"] == {"used": 1.0, "total": 2.0, "reserved": 0.0}
 
 
 def test_module_reports_nodes_and_gpus(tmp_path, run_module):
