@@ -1,0 +1,150 @@
+"""What a converged pair of Sparks must look like (testinfra, after converge + idempotence)."""
+import json
+import os
+
+import pytest
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
+
+USER, UID = "spark", 1000
+VENV = "/home/spark/.venvs/vllm"
+MODEL = "/home/spark/models/Laguna-S-2.1-FP8"
+DRAFT = "/home/spark/models/Laguna-S-2.1-DFlash-W4A16"
+ROCE_IP = {"laguna-head": "10.89.77.11", "laguna-worker": "10.89.77.12"}
+GID_INDEX = {"laguna-head": "3", "laguna-worker": "5"}
+
+
+def name(host):
+    return host.backend.get_hostname()
+
+
+def is_head(host):
+    return name(host) == "laguna-head"
+
+
+def as_user(host, cmd):
+    return host.run("sudo -u %s XDG_RUNTIME_DIR=/run/user/%d %s" % (USER, UID, cmd))
+
+
+def unit_props(host, unit, *props):
+    out = as_user(host, "systemctl --user show %s.service %s" % (unit, " ".join("--property=" + p for p in props)))
+    assert out.rc == 0, out.stderr
+    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+def http(host, path, body=None):
+    script = (
+        "import json, sys, urllib.request\n"
+        "body = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None\n"
+        "req = urllib.request.Request('http://127.0.0.1:8000' + sys.argv[1],"
+        " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json'})\n"
+        "print(urllib.request.urlopen(req, timeout=60).read().decode())\n"
+    )
+    args = [path] + ([json.dumps(body)] if body is not None else [])
+    out = host.run("python3 -c %s %s" % (_q(script), " ".join(_q(a) for a in args)))
+    assert out.rc == 0, out.stderr
+    return out.stdout
+
+
+def _q(text):
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def test_linger_is_on(host):
+    assert host.file("/var/lib/systemd/linger/%s" % USER).exists
+    assert host.check_output("loginctl show-user %s --property=Linger" % USER) == "Linger=yes"
+
+
+def test_raylet_is_a_user_service_with_the_recipe_settings(host):
+    unit = "laguna-ray-head" if is_head(host) else "laguna-ray-worker"
+    props = unit_props(host, unit, "ActiveState", "LimitMEMLOCK", "MemoryHigh", "MemoryMax",
+                       "MemorySwapMax", "Environment", "ExecStart")
+    assert props["ActiveState"] == "active"
+    assert props["LimitMEMLOCK"] == "infinity"
+    assert props["MemoryHigh"] == str(98 * 1024 ** 3)
+    assert props["MemoryMax"] == str(110 * 1024 ** 3)
+    assert props["MemorySwapMax"] == "0"
+    env = dict(item.split("=", 1) for item in props["Environment"].split())
+    assert env["NCCL_IB_GID_INDEX"] == GID_INDEX[name(host)]  # per node, from sysfs
+    assert env["NCCL_IB_HCA"] == "rocep1s0f1"
+    assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert env["VLLM_HOST_IP"] == ROCE_IP[name(host)]
+    assert env["PATH"].startswith("%s/bin:/usr/local/cuda/bin:" % VENV)
+    assert "--block" in props["ExecStart"] and "--num-gpus 1 " in props["ExecStart"]
+    scopes = as_user(host, "systemctl --user list-units --type=scope --all --no-legend").stdout
+    assert "laguna" not in scopes
+
+
+def test_ray_status_shows_every_node_and_gpu(host):
+    if not is_head(host):
+        pytest.skip("ray status is read on the head")
+    out = as_user(host, "%s/bin/ray status --address 10.89.77.11:6379" % VENV)
+    assert out.rc == 0, out.stderr
+    active = out.stdout.split("Active:")[1].split("Pending:")[0]
+    assert len([line for line in active.splitlines() if "node_" in line]) == 2
+    assert "/2.0 GPU" in out.stdout
+
+
+def test_vllm_is_patched_with_a_backup(host):
+    models = host.check_output("%s/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'" % VENV)
+    path = "%s/vllm/model_executor/models/laguna_dflash.py" % models
+    assert host.file(path).contains('hasattr(self.quant_config, "get_cache_scale")')
+    backups = host.check_output("ls %s/vllm/model_executor/models/ | grep -c '^laguna_dflash.py.*~$' || true" % models)
+    assert backups == "1"
+
+
+def test_checkpoints_are_complete_and_identical_on_every_node(host):
+    shards = host.check_output("ls %s | grep -c '^model-000[0-9][0-9]-of-00024.safetensors$'" % MODEL)
+    assert shards == "24"
+    assert host.file("%s/model.safetensors" % DRAFT).exists
+    assert host.run("find %s %s -name '*.incomplete' | grep -q ." % (MODEL, DRAFT)).rc == 1
+    digest = host.check_output("cd %s && sha256sum model-*.safetensors config.json | sha256sum" % MODEL)
+    head = testinfra.get_host("ansible://laguna-head?ansible_inventory=%s" % os.environ["MOLECULE_INVENTORY_FILE"])
+    assert digest == head.check_output("cd %s && sha256sum model-*.safetensors config.json | sha256sum" % MODEL)
+
+
+def test_downloaded_once_on_the_head_only(host):
+    log = "/home/spark/.cache/laguna-standin/downloads.log"
+    if is_head(host):
+        lines = host.file(log).content_string.splitlines()
+        assert [line.split()[1] for line in lines] == [
+            "poolside/Laguna-S-2.1-FP8", "poolside/Laguna-S-2.1-DFlash-W4A16"]
+    else:
+        assert not host.file(log).exists
+
+
+def test_vllm_serve_runs_the_recipe_command_under_a_memory_cap(host):
+    if not is_head(host):
+        assert unit_props(host, "laguna-vllm", "ActiveState")["ActiveState"] == "inactive"
+        return
+    props = unit_props(host, "laguna-vllm", "ActiveState", "MemoryMax", "MemorySwapMax", "MainPID", "Environment")
+    assert props["ActiveState"] == "active"
+    assert props["MemoryMax"] == str(12 * 1024 ** 3) and props["MemorySwapMax"] == "0"
+    assert "RAY_ADDRESS=10.89.77.11:6379" in props["Environment"]
+    argv = host.file("/proc/%s/cmdline" % props["MainPID"]).content_string.split("\0")
+    assert argv[argv.index("serve") + 1] == MODEL
+    for flag, value in [("--distributed-executor-backend", "ray"), ("--tensor-parallel-size", "2"),
+                        ("--max-model-len", "262144"), ("--kv-cache-memory-bytes", "5368709120"),
+                        ("--max-num-seqs", "2"), ("--max-num-batched-tokens", "8192"), ("--port", "8000")]:
+        assert argv[argv.index(flag) + 1] == value
+    assert "--enforce-eager" in argv
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "dflash", "model": DRAFT, "num_speculative_tokens": 6}
+
+
+def test_api_answers_deterministically_and_drafts_are_accepted(host):
+    if not is_head(host):
+        pytest.skip("the API runs on the head")
+    models = json.loads(http(host, "/v1/models"))
+    assert [m["id"] for m in models["data"]] == ["laguna-s-2.1"]
+    body = {"model": "laguna-s-2.1", "temperature": 0, "max_tokens": 12,
+            "messages": [{"role": "user", "content": "def fib(n):"}]}
+    first = json.loads(http(host, "/v1/chat/completions", body))
+    second = json.loads(http(host, "/v1/chat/completions", body))
+    assert first["choices"][0]["message"]["content"]
+    assert first["choices"][0]["message"]["content"] == second["choices"][0]["message"]["content"]
+    metrics = http(host, "/metrics")
+    accepted = [line for line in metrics.splitlines() if line.startswith("vllm:spec_decode_num_accepted_tokens_total")]
+    assert accepted and float(accepted[0].split()[-1]) > 0
