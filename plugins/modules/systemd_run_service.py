@@ -140,6 +140,12 @@ class Units(object):
 
     def show(self, unit):
         rc, out, err = self.ctl("show", unit, "--property=" + ",".join(sr.SHOW_PROPERTIES))
+        if rc != 0 and self.module.check_mode:
+            # Before lingering is on there is no user manager to ask; a real
+            # run would start the unit.
+            self.module.warn("no user manager to ask about %s (%s); assuming it is not running"
+                             % (unit, err.strip()))
+            return {"LoadState": "not-found", "ActiveState": "inactive"}
         if rc != 0:
             self.module.fail_json(
                 msg="systemctl --user show %s failed: %s. Is the user manager running "

@@ -107,3 +107,15 @@ def test_fingerprint_is_stable_and_sensitive():
     assert base != sr.fingerprint(["a", "b"], {"X": "1"}, {"P": "2"})
     assert sr.fingerprint_of(sr.description("x", base)) == base
     assert sr.fingerprint_of("no fingerprint") is None
+
+
+def test_check_mode_without_a_user_manager_predicts_a_start(systemd, run_module, monkeypatch, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n")
+    (broken / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (broken, os.environ["PATH"]))
+    result = run_module(systemd_run_service, ARGS, check_mode=True)
+    assert result["changed"] and result["action"] == "started"
+    assert "no user manager" in str(result.get("warnings"))
+    assert run_module(systemd_run_service, ARGS).failed

@@ -1,0 +1,103 @@
+"""Run the collection's roles on localhost through ansible-runner."""
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import ansible_runner
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOUBLES = os.path.join(ROOT, "tests", "doubles")
+# ansible-runner looks for ansible-playbook on PATH: use the one beside this Python.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+from test_roce_gid import make_port, mapped  # noqa: E402  (the fake sysfs builder)
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch  # noqa: E402
+
+
+class Runner:
+    """Each run gets a private data dir of its own (ansible-runner keeps a
+    run's --cmdline there and would apply it to the next one)."""
+
+    def __init__(self, tmp_path):
+        self.base = tmp_path
+        self.runs = 0
+        self.sysfs = make_port(tmp_path / "sys", {3: (mapped("127.0.0.1"), "RoCE v2")})
+
+    def run(self, tasks_yaml, extravars=None, cmdline=None):
+        self.runs += 1
+        data = self.base / ("runner-%d" % self.runs)
+        (data / "project").mkdir(parents=True)
+        (data / "inventory").mkdir()
+        (data / "inventory" / "hosts").write_text(
+            "[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 "
+            "ansible_python_interpreter=%s\n" % sys.executable)
+        (data / "project" / "play.yml").write_text(
+            "- hosts: spark_head\n  gather_facts: false\n  tasks:\n" + tasks_yaml)
+        extravars = dict({"laguna_user": getpass.getuser(), "laguna_sysfs_infiniband": self.sysfs}, **(extravars or {}))
+        result = ansible_runner.run(
+            private_data_dir=str(data), playbook="play.yml", extravars=extravars,
+            cmdline=cmdline, quiet=True,
+            envvars={"ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
+                     "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DIFF_ALWAYS": "0"})
+        result.text = result.stdout.read()
+        return result
+
+
+@pytest.fixture
+def runner(tmp_path):
+    return Runner(tmp_path)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def standin_vllm(tmp_path):
+    """start(acceptance) -> port of a stand-in `vllm serve` process on 127.0.0.1."""
+    procs = []
+
+    def start(acceptance):
+        model, draft = tmp_path / "model", tmp_path / "draft"
+        for path in (model, draft):
+            path.mkdir(exist_ok=True)
+            (path / "config.json").write_text("{}")
+        # The stand-in ships the unguarded laguna_dflash.py and, like vLLM,
+        # dies loading the W4A16 draft; serve a patched copy.
+        package = tmp_path / "standin"
+        if not package.exists():
+            shutil.copytree(os.path.join(DOUBLES, "vllm_standin"), package)
+            loader = package / "vllm" / "model_executor" / "models" / "laguna_dflash.py"
+            loader.write_text(dflash_patch.patch_source(loader.read_text())[0])
+        port = free_port()
+        env = dict(os.environ, PYTHONPATH=str(package),
+                   LAGUNA_STANDIN_ACCEPTANCE=str(acceptance), LAGUNA_STANDIN_TOKENS_PER_S="2000")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--served-model-name", "laguna-s-2.1", "--enforce-eager",
+             "--distributed-executor-backend", "mp", "--max-model-len", "262144",
+             "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 6}' % draft],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(proc)
+        for _ in range(100):
+            try:
+                urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=1)
+                return port
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(proc.stderr.read().decode())
+                time.sleep(0.1)
+        raise RuntimeError("stand-in vllm did not start")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=10)
