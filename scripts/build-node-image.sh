@@ -15,6 +15,8 @@ IMAGE="${LAGUNA_NODE_IMAGE:-localhost/laguna-spark-node:latest}"
 SUITE="${LAGUNA_NODE_SUITE:-bookworm}"
 MIRROR="${LAGUNA_NODE_MIRROR:-http://deb.debian.org/debian}"
 RAY_VERSION="${LAGUNA_NODE_RAY_VERSION:-2.60.0}"
+# Python (with pip) that downloads the node's wheels: the project venv's.
+PYTHON="${PYTHON:-python3}"
 NODE_USER=spark
 NODE_UID=1000
 VENV="/home/${NODE_USER}/.venvs/vllm"
@@ -42,7 +44,7 @@ debootstrap --variant=minbase \
 echo "== Ray $RAY_VERSION wheels for the node's Python"
 py_ver="$(chroot "$work/rootfs" python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
 mkdir -p "$work/rootfs/tmp/wheels"
-python3 -m pip download --quiet --only-binary=:all: --implementation cp \
+"$PYTHON" -m pip download --quiet --only-binary=:all: --implementation cp \
   --python-version "$py_ver" --platform manylinux2014_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   --dest "$work/rootfs/tmp/wheels" "ray==${RAY_VERSION}"

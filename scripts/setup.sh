@@ -33,5 +33,5 @@ if ! cmp -s requirements.txt .venv/.requirements.installed; then
   cp requirements.txt .venv/.requirements.installed
 fi
 
-bash scripts/build-node-image.sh
+PYTHON="$PWD/.venv/bin/python" bash scripts/build-node-image.sh
 echo "setup done: activate with  . .venv/bin/activate"
