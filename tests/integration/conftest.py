@@ -46,6 +46,7 @@ class Runner:
             envvars={"ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
                      "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DIFF_ALWAYS": "0"})
         result.text = result.stdout.read()
+        result.flat = " ".join(result.text.split())  # messages wrap across lines
         return result
 
 
