@@ -49,6 +49,13 @@ class Runner:
         result.flat = " ".join(result.text.split())  # messages wrap across lines
         return result
 
+    def include_role(self, name, extravars=None, cmdline=None, tasks_from=None):
+        """Run one role of the collection (or one of its task files) on localhost."""
+        tasks = "    - ansible.builtin.include_role:\n        name: laguna.spark.%s\n" % name
+        if tasks_from:
+            tasks += "        tasks_from: %s\n" % tasks_from
+        return self.run(tasks, extravars, cmdline)
+
 
 @pytest.fixture
 def runner(tmp_path):

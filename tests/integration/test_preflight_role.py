@@ -7,10 +7,6 @@ import pytest
 
 from conftest import DOUBLES
 
-ROLE = """
-    - ansible.builtin.include_role:
-        name: laguna.spark.preflight
-"""
 
 
 @pytest.fixture
@@ -36,7 +32,7 @@ def node(tmp_path):
 
 
 def test_a_good_node_passes_unchanged(runner, node):
-    result = runner.run(ROLE, node)
+    result = runner.include_role("preflight", node)
     assert result.rc == 0, result.text
     assert "driver 580.95.05" in result.flat
     assert result.stats["changed"].get("localhost", 0) == 0
@@ -44,20 +40,20 @@ def test_a_good_node_passes_unchanged(runner, node):
 
 def test_an_old_driver_fails(runner, node, monkeypatch):
     monkeypatch.setenv("LAGUNA_STANDIN_DRIVER", "575.51.02")
-    result = runner.run(ROLE, node)
+    result = runner.include_role("preflight", node)
     assert result.rc != 0
     assert "NVIDIA driver 575.51.02; GB10 needs 580 or newer" in result.flat
 
 
 def test_too_little_disk_fails(runner, node):
-    result = runner.run(ROLE, dict(node, preflight_min_free_gb=10 ** 7))
+    result = runner.include_role("preflight", dict(node, preflight_min_free_gb=10 ** 7))
     assert result.rc != 0
     assert "GB needed (10000000 GB less 0.0 GB already staged)" in result.flat
 
 
 def test_missing_venv_executables_fail(runner, node, tmp_path):
     os.remove(os.path.join(node["laguna_venv"], "bin", "ray"))
-    result = runner.run(ROLE, node)
+    result = runner.include_role("preflight", node)
     assert result.rc != 0
     assert "missing in %s/bin: ray" % node["laguna_venv"] in result.flat
 
@@ -65,7 +61,7 @@ def test_missing_venv_executables_fail(runner, node, tmp_path):
 def test_a_down_roce_link_fails(runner, node, tmp_path):
     with open(os.path.join(node["preflight_sysfs_net"], "eth9", "operstate"), "w") as fh:
         fh.write("down\n")
-    result = runner.run(ROLE, dict(node, preflight_check_roce=True))
+    result = runner.include_role("preflight", dict(node, preflight_check_roce=True))
     assert result.rc != 0
     assert "eth9 is down" in result.flat and "does not carry 127.0.0.1" in result.flat
 
@@ -74,11 +70,11 @@ def test_stray_vllm_serve_is_killed_once(runner, node):
     stray = subprocess.Popen(["bash", "-c", 'exec -a "vllm serve /models/old --port 8000" sleep 300'])
     try:
         time.sleep(0.2)
-        first = runner.run(ROLE, node)
+        first = runner.include_role("preflight", node)
         assert first.rc == 0, first.text
         assert first.stats["changed"]["localhost"] == 1
         stray.wait(timeout=10)
-        second = runner.run(ROLE, node)
+        second = runner.include_role("preflight", node)
         assert second.rc == 0 and second.stats["changed"].get("localhost", 0) == 0
     finally:
         if stray.poll() is None:

@@ -7,10 +7,6 @@ import pytest
 
 from conftest import DOUBLES
 
-ROLE = """
-    - ansible.builtin.include_role:
-        name: laguna.spark.staging
-"""
 
 
 @pytest.fixture
@@ -41,24 +37,24 @@ def hub(tmp_path):
 
 
 def test_downloads_once_then_never_again(runner, hub, tmp_path):
-    first = runner.run(ROLE, hub["vars"])
+    first = runner.include_role("staging", hub["vars"])
     assert first.rc == 0, first.text
     assert "target: 24 shard(s)" in first.flat and "draft: 1 shard(s)" in first.flat
     assert len(hub["log"].read_text().splitlines()) == 2
     assert not list((tmp_path / "models").rglob("*.incomplete"))
 
-    second = runner.run(ROLE, hub["vars"])
+    second = runner.include_role("staging", hub["vars"])
     assert second.rc == 0 and second.stats["changed"].get("localhost", 0) == 0
     assert len(hub["log"].read_text().splitlines()) == 2
 
 
 def test_an_interrupted_download_is_resumed(runner, hub, tmp_path):
-    assert runner.run(ROLE, hub["vars"]).rc == 0
+    assert runner.include_role("staging", hub["vars"]).rc == 0
     target = tmp_path / "models" / "target"
     (target / "model-00007-of-00024.safetensors").unlink()
     partial = target / ".cache" / "huggingface" / "download"
     (partial / "model-00007-of-00024.safetensors.incomplete").write_bytes(b"x")
-    again = runner.run(ROLE, hub["vars"])
+    again = runner.include_role("staging", hub["vars"])
     assert again.rc == 0, again.text
     assert again.stats["changed"]["localhost"] >= 1
     assert len(hub["log"].read_text().splitlines()) == 3  # the target once more, not the draft
@@ -67,13 +63,13 @@ def test_an_interrupted_download_is_resumed(runner, hub, tmp_path):
 
 def test_a_checkpoint_with_the_wrong_shard_count_fails(runner, hub):
     hub["write"](23)
-    result = runner.run(ROLE, hub["vars"])
+    result = runner.include_role("staging", hub["vars"])
     assert result.rc != 0
     assert "23 of 24 shards" in result.flat
 
 
 def test_check_mode_downloads_nothing(runner, hub, tmp_path):
-    result = runner.run(ROLE, hub["vars"], cmdline="--check")
+    result = runner.include_role("staging", hub["vars"], cmdline="--check")
     assert result.rc == 0, result.text
     assert result.stats["changed"]["localhost"] >= 2
     assert not hub["log"].exists() and not (tmp_path / "models").exists()

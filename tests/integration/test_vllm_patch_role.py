@@ -6,10 +6,6 @@ from conftest import ROOT
 
 STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin", "vllm", "model_executor", "models", "laguna_dflash.py")
 DRIFTED = os.path.join(ROOT, "tests", "unit", "fixtures", "dflash", "drifted.py")
-ROLE = """
-    - ansible.builtin.include_role:
-        name: laguna.spark.vllm_patch
-"""
 
 
 def test_check_diff_then_apply_then_nothing_to_do(runner, tmp_path):
@@ -17,30 +13,30 @@ def test_check_diff_then_apply_then_nothing_to_do(runner, tmp_path):
     shutil.copy(STANDIN, target)
     vars_ = {"vllm_patch_path": str(target)}
 
-    check = runner.run(ROLE, vars_, cmdline="--check --diff")
+    check = runner.include_role("vllm_patch", vars_, cmdline="--check --diff")
     assert check.rc == 0, check.text
     assert check.stats["changed"]["localhost"] == 1
     assert '+            if self.quant_config is not None and hasattr(self.quant_config, "get_cache_scale") and (' in check.text
     assert target.read_text() == open(STANDIN).read()
 
-    apply = runner.run(ROLE, vars_)
+    apply = runner.include_role("vllm_patch", vars_)
     assert apply.rc == 0 and apply.stats["changed"]["localhost"] == 1
     assert 'hasattr(self.quant_config, "get_cache_scale")' in target.read_text()
     assert len([f for f in os.listdir(tmp_path) if f.startswith("laguna_dflash.py.") and f.endswith("~")]) == 1
 
-    again = runner.run(ROLE, vars_)
+    again = runner.include_role("vllm_patch", vars_)
     assert again.rc == 0 and again.stats["changed"].get("localhost", 0) == 0
 
 
 def test_drifted_vllm_fails_clearly(runner, tmp_path):
     target = tmp_path / "laguna_dflash.py"
     shutil.copy(DRIFTED, target)
-    result = runner.run(ROLE, {"vllm_patch_path": str(target)})
+    result = runner.include_role("vllm_patch", {"vllm_patch_path": str(target)})
     assert result.rc != 0
     assert "version drift" in result.text
 
 
 def test_missing_venv_fails_clearly(runner, tmp_path):
-    result = runner.run(ROLE, {"laguna_venv": str(tmp_path / "no-venv")})
+    result = runner.include_role("vllm_patch", {"laguna_venv": str(tmp_path / "no-venv")})
     assert result.rc != 0
     assert "is this the venv vLLM is installed in" in result.text

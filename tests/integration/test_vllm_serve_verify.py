@@ -1,15 +1,14 @@
 """vllm_serve's verification (API wait, smoke test, acceptance) against a stand-in server."""
 
-VERIFY = """
-    - ansible.builtin.include_role:
-        name: laguna.spark.vllm_serve
-        tasks_from: verify
-"""
+
+def verify(runner, **extravars):
+    return runner.include_role("vllm_serve", tasks_from="verify", extravars=dict(
+        {"vllm_serve_api_retries": 5, "vllm_serve_api_delay": 1}, **extravars))
 
 
 def test_a_healthy_endpoint_passes(runner, standin_vllm):
     port = standin_vllm(acceptance=0.75)
-    result = runner.run(VERIFY, {"laguna_api_port": port, "vllm_serve_api_retries": 5, "vllm_serve_api_delay": 1})
+    result = verify(runner, laguna_api_port=port)
     assert result.rc == 0, result.text
     assert "draft tokens accepted" in result.text
     assert result.stats["changed"].get("localhost", 0) == 0
@@ -17,20 +16,20 @@ def test_a_healthy_endpoint_passes(runner, standin_vllm):
 
 def test_zero_acceptance_fails_with_the_diagnosis(runner, standin_vllm):
     port = standin_vllm(acceptance=0.0)
-    result = runner.run(VERIFY, {"laguna_api_port": port, "vllm_serve_api_retries": 5, "vllm_serve_api_delay": 1})
+    result = verify(runner, laguna_api_port=port)
     assert result.rc != 0
     assert "Spec-decode acceptance is 0" in result.text
     assert "draft does not match the target precision" in result.text
 
 
 def test_an_api_that_never_comes_up_fails_clearly(runner, standin_vllm):
-    result = runner.run(VERIFY, {"laguna_api_port": 9, "vllm_serve_api_retries": 2, "vllm_serve_api_delay": 1})
+    result = verify(runner, laguna_api_port=9, vllm_serve_api_retries=2)
     assert result.rc != 0
     assert "/v1/models did not answer within 2s" in result.text
 
 
 def test_a_wrong_served_model_name_is_reported(runner, standin_vllm):
     port = standin_vllm(acceptance=0.75)
-    result = runner.run(VERIFY, {"laguna_api_port": port, "vllm_serve_served_model_name": "other"})
+    result = verify(runner, laguna_api_port=port, vllm_serve_served_model_name="other")
     assert result.rc != 0
     assert "serves laguna-s-2.1, not other" in result.text
