@@ -89,8 +89,3 @@ def patch_source(source, class_name="DFlashLagunaModel", method_name="load_weigh
         raise PatchError("the patched file would not parse (%s); left unchanged" % exc)
     return new_source, "patched"
 
-
-def is_patched(source, class_name="DFlashLagunaModel", method_name="load_weights"):
-    lines = source.splitlines(keepends=True)
-    first, last = method_span(source, class_name, method_name)
-    return bool(_GUARDED.search("".join(lines[first:last + 1])))

@@ -53,11 +53,11 @@ def metric_sums(base_url, timeout=30):
 def code_prompt(target_tokens, chars_per_token=3.5):
     """A code-review prompt of about ``target_tokens`` tokens."""
     head = "Review the following Python module, then rewrite it as one documented, tested function:\n\n"
-    body, n = [], 0
+    body, size = [], 0
     budget = int(target_tokens * chars_per_token) - len(head)
-    while sum(len(part) for part in body) < budget:
-        body.append(_CODE_UNIT.format(n=n))
-        n += 1
+    while size < budget:
+        body.append(_CODE_UNIT.format(n=len(body)))
+        size += len(body[-1])
     return head + "".join(body)
 
 

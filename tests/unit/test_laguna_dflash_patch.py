@@ -132,4 +132,4 @@ def test_single_line_condition_is_patched_too():
     after, state = dflash_patch.patch_source(source)
     assert state == "patched"
     assert 'is not None and hasattr(self.quant_config, "get_cache_scale") and (scale_name :=' in after
-    assert dflash_patch.is_patched(after)
+    assert dflash_patch.patch_source(after) == (after, "already_patched")
