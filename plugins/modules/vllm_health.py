@@ -1,0 +1,90 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_health
+short_description: Probe a vLLM server's /health and tell hung from down
+version_added: "0.2.0"
+description:
+  - Sends one C(GET /health) with a bounded timeout and classifies the answer.
+  - C(healthy) is HTTP 200. C(down) is a refused connection (nothing listens:
+    stopped, or still loading the weights, since vLLM listens only once the
+    engine is up). C(hung) is a connection that nothing answers within
+    O(timeout) (a stopped or wedged process still holds its socket): the only
+    state in which a restart helps. Anything else is C(unhealthy).
+  - Read-only.
+options:
+  url:
+    description: Base URL of the server.
+    type: str
+    default: http://127.0.0.1:8000
+  timeout:
+    description: Seconds to wait for the answer.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - laguna-spark developers
+"""
+
+EXAMPLES = r"""
+- name: Is the running server answering?
+  laguna.spark.vllm_health:
+    url: http://127.0.0.1:8000
+    timeout: 30
+  register: health
+"""
+
+RETURN = r"""
+state:
+  description: One of C(healthy), C(down), C(hung), C(unhealthy).
+  returned: always
+  type: str
+  sample: hung
+status:
+  description: HTTP status, when there was one.
+  returned: always
+  type: int
+  sample: 200
+seconds:
+  description: How long the probe took.
+  returned: always
+  type: float
+detail:
+  description: The HTTP status or the error seen.
+  returned: always
+  type: str
+  sample: timed out
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(url=dict(type="str", default="http://127.0.0.1:8000"),
+                           timeout=dict(type="int", default=30)),
+        supports_check_mode=True,
+    )
+    if module.params["timeout"] < 1:
+        module.fail_json(msg="timeout must be at least 1 second, not %d" % module.params["timeout"])
+    state, status, seconds, detail = vllm_health.probe(
+        module.params["url"].rstrip("/") + "/health", module.params["timeout"])
+    module.exit_json(changed=False, state=state, status=status, seconds=seconds, detail=detail)
+
+
+if __name__ == "__main__":
+    main()
