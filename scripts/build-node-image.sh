@@ -3,25 +3,44 @@
 # molecule scenarios. No registry is reachable, so the image is made from a
 # debootstrapped Debian rootfs and `podman import`ed.
 #
-# What it holds is what a Spark has before this collection touches it:
-# systemd as PID 1, sshd, rsync, a service user `spark` (uid 1000) and a
-# Python venv at /home/spark/.venvs/vllm with a real Ray installed. The
-# hardware doubles (stand-in vllm/hf/nvidia-smi, fake RoCE sysfs) are not
+# What it holds is what a freshly installed Spark has before this collection
+# touches it: systemd as PID 1, sshd, rsync, Python with venv, and a service
+# user `spark` (uid 1000) with no venv and no SSH keys. The venv role installs
+# the venv at converge, from the package index scripts/node-index.sh builds
+# (real Ray, huggingface_hub and ninja; stand-in vllm and torch). The
+# hardware doubles (nvidia-smi, nvcc, fake RoCE sysfs, the Hub double) are not
 # baked in: molecule's prepare step installs them, so they are visible in the
 # scenario. The image is rebuilt only when this script changes.
 set -euo pipefail
 
+# The node's architecture, from the machine that builds the image (Sparks are
+# aarch64): "<debootstrap arch> <pip --platform options for manylinux wheels>".
+node_platform() {
+  local machine deb tag
+  machine="$1"
+  case "$machine" in
+    x86_64 | amd64) deb=amd64 tag=x86_64 ;;
+    aarch64 | arm64) deb=arm64 tag=aarch64 ;;
+    *) echo "unsupported architecture: $machine (x86_64 or aarch64)" >&2; return 1 ;;
+  esac
+  echo "$deb --platform manylinux2014_$tag --platform manylinux_2_17_$tag --platform manylinux_2_28_$tag"
+}
+
+ARCH="${LAGUNA_NODE_ARCH:-$(uname -m)}"
+if [ "${1:-}" = --print-platform ]; then
+  # For tests/unit/test_build_node_image.py: the mapping alone, no build.
+  node_platform "${2:-$ARCH}"
+  exit
+fi
+read -r DEB_ARCH _ <<<"$(node_platform "$ARCH")"
+
 IMAGE="${LAGUNA_NODE_IMAGE:-localhost/laguna-spark-node:latest}"
 SUITE="${LAGUNA_NODE_SUITE:-bookworm}"
 MIRROR="${LAGUNA_NODE_MIRROR:-http://deb.debian.org/debian}"
-RAY_VERSION="${LAGUNA_NODE_RAY_VERSION:-2.60.0}"
-# Python (with pip) that downloads the node's wheels: the project venv's.
-PYTHON="${PYTHON:-python3}"
 NODE_USER=spark
 NODE_UID=1000
-VENV="/home/${NODE_USER}/.venvs/vllm"
 
-build_id="$( (cat "$0"; echo "$IMAGE $SUITE $RAY_VERSION") | sha256sum | cut -c1-16)"
+build_id="$( (cat "$0"; echo "$IMAGE $SUITE $DEB_ARCH") | sha256sum | cut -c1-16)"
 if podman image exists "$IMAGE" &&
    [ "$(podman image inspect --format '{{ index .Labels "laguna.build" }}' "$IMAGE")" = "$build_id" ]; then
   echo "node image $IMAGE is up to date ($build_id)"
@@ -35,25 +54,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "== debootstrap $SUITE into $work/rootfs"
-debootstrap --variant=minbase \
+echo "== debootstrap $SUITE ($DEB_ARCH) into $work/rootfs"
+debootstrap --variant=minbase --arch="$DEB_ARCH" \
   --include=python3,systemd,systemd-sysv,dbus,sudo,openssh-server \
   "$SUITE" "$work/rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 ||
   { tail -n 40 "$work/debootstrap.log"; exit 1; }
-
-echo "== Ray $RAY_VERSION wheels for the node's Python"
-py_ver="$(chroot "$work/rootfs" python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
-mkdir -p "$work/rootfs/tmp/wheels"
-"$PYTHON" -m pip download --quiet --only-binary=:all: --implementation cp \
-  --python-version "$py_ver" --platform manylinux2014_x86_64 \
-  --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-  --dest "$work/rootfs/tmp/wheels" "ray==${RAY_VERSION}"
 
 cp /etc/resolv.conf "$work/rootfs/etc/resolv.conf"
 mount -t proc proc "$work/rootfs/proc"
 mount --rbind /dev "$work/rootfs/dev"
 
-echo "== packages, user and venv inside the rootfs"
+echo "== packages and the service user inside the rootfs"
 chroot "$work/rootfs" /bin/bash -euo pipefail -s <<CHROOT
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 apt-get update -qq
@@ -61,8 +72,6 @@ apt-get install -y -qq --no-install-recommends \
   dbus-user-session libpam-systemd rsync python3-venv procps iproute2 \
   openssh-client ca-certificates >/dev/null
 useradd --create-home --uid ${NODE_UID} --shell /bin/bash ${NODE_USER}
-python3 -m venv ${VENV}
-${VENV}/bin/pip install --quiet --no-index --find-links /tmp/wheels "ray==${RAY_VERSION}"
 chown -R ${NODE_USER}:${NODE_USER} /home/${NODE_USER}
 # Boot quietly inside a container.
 systemctl mask getty.target console-getty.service systemd-udevd.service \
@@ -70,7 +79,7 @@ systemctl mask getty.target console-getty.service systemd-udevd.service \
 systemctl enable ssh.service >/dev/null 2>&1
 : > /etc/machine-id
 apt-get clean
-rm -rf /var/lib/apt/lists/* /tmp/wheels /root/.cache
+rm -rf /var/lib/apt/lists/* /root/.cache
 CHROOT
 
 for m in proc dev; do umount -l "$work/rootfs/$m"; done

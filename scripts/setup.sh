@@ -14,16 +14,11 @@ if ! command -v podman >/dev/null || ! command -v debootstrap >/dev/null ||
     debootstrap rsync openssh-client python3 python3-venv python3-pip ca-certificates >/dev/null
 fi
 
-# runc, because crun fails on this kind of host's hybrid cgroups; lowered
-# ulimits, because raising them is not permitted here.
-mkdir -p /etc/containers
-cat > /etc/containers/containers.conf <<'CONF'
-[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
-
-[engine]
-runtime = "runc"
-CONF
+# podman reads the project's own containers.conf (CONTAINERS_CONF; scripts/
+# podman-env.sh), never /etc/containers/containers.conf, which belongs to the
+# machine's other users: runc, because crun fails on this kind of host's hybrid
+# cgroups; lowered ulimits, because raising them is not permitted here.
+. scripts/podman-env.sh
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -34,4 +29,6 @@ if ! cmp -s requirements.txt .venv/.requirements.installed; then
 fi
 
 PYTHON="$PWD/.venv/bin/python" bash scripts/build-node-image.sh
+# The collection as users install it, where ansible.cfg and molecule look.
+bash scripts/collection.sh >/dev/null
 echo "setup done: activate with  . .venv/bin/activate"

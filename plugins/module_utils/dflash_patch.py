@@ -88,4 +88,3 @@ def patch_source(source, class_name="DFlashLagunaModel", method_name="load_weigh
     except SyntaxError as exc:
         raise PatchError("the patched file would not parse (%s); left unchanged" % exc)
     return new_source, "patched"
-

@@ -69,3 +69,190 @@ def verdict(scanned, expected_shards=None, reference=None):
         if differ:
             problems.append("%d file(s) differ in size vs. reference: %s" % (len(differ), ", ".join(differ[:5])))
     return not problems, problems
+
+
+# --- Checksums: the Hub's manifest, verification and repair -------------------
+
+HF_CACHE = os.path.join(".cache", "huggingface")
+RSYNC_PARTIAL = os.path.join(".cache", "laguna-rsync-partial")
+RSYNC_TMP = os.path.join(".cache", "laguna-rsync-tmp")
+
+
+def hub_manifest(fetch, endpoint, repo, revision="main", repo_type="model"):
+    """What the Hub publishes for ``repo`` at ``revision``.
+
+    ``fetch(url)`` returns the decoded JSON of a GET (and raises on errors).
+    Returns ``(commit, files)`` with ``files`` mapping each path to
+    ``{'size', 'sha256', 'git_oid'}``; ``sha256`` is the LFS object id (None
+    for a regular git file, which is checked by its git blob id instead).
+    """
+    base = "%s/api/%ss/%s" % (endpoint.rstrip("/"), repo_type, repo)
+    info = fetch("%s/revision/%s" % (base, revision))
+    commit = info.get("sha")
+    if not commit:
+        raise ValueError("the Hub returned no commit for %s@%s" % (repo, revision))
+    files = {}
+    url = "%s/tree/%s?recursive=true&expand=false" % (base, commit)
+    for entry in fetch(url):
+        if entry.get("type") != "file":
+            continue
+        lfs = entry.get("lfs") or {}
+        files[entry["path"]] = {"size": int(lfs.get("size", entry.get("size", 0))),
+                                "sha256": lfs.get("oid"), "git_oid": entry.get("oid")}
+    return commit, files
+
+
+def _cache_entry_kind(rel):
+    """How a file under <tree>/.cache is treated: 'keep' (hf bookkeeping),
+    'partial' (resumable rsync partial), or 'stray' (left by an interrupted run)."""
+    parts = rel.split(os.sep)
+    if parts[:2] == [".cache", "huggingface"]:
+        rest = parts[2:]
+        if rest in ([".gitignore"], ["CACHEDIR.TAG"]):
+            return "keep"
+        if len(rest) == 2 and rest[0] == "trees" and rest[1].endswith(".json"):
+            return "keep"
+        if len(rest) >= 2 and rest[0] == "download" and rest[-1].endswith(".metadata"):
+            return "keep"
+        return "stray"       # *.incomplete, *.lock, anything else
+    if rel.startswith(RSYNC_PARTIAL + os.sep):
+        return "partial"
+    return "stray"
+
+
+def walk_tree(path):
+    """(files outside .cache, files under .cache) as sorted relative paths."""
+    tree, cache = [], []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        rel_root = os.path.relpath(root, path)
+        for name in sorted(files):
+            rel = os.path.normpath(os.path.join(rel_root, name))
+            (cache if rel.split(os.sep)[0] == ".cache" else tree).append(rel)
+    return tree, cache
+
+
+def verify(path, expected, cache, shard_pattern="*.safetensors", expected_shards=None,
+           extras="report", repair=False, clean_partials=False, check_mode=False):
+    """Check the tree at ``path`` file by file against ``expected`` (path ->
+    {size, sha256 or git_oid}) by checksum, hashing through ``cache``.
+
+    With ``repair`` (and not ``check_mode``) files that fail are removed, with
+    hf's metadata for them, so that the next download or mirror fetches them
+    again; ``extras='remove'`` removes files the reference does not have;
+    ``clean_partials`` removes what interrupted runs left in ``.cache`` (and,
+    with ``repair``, resumable rsync partials of files that are now good).
+    """
+    out = {"exists": os.path.isdir(path), "missing": [], "bad": [], "extra": [], "stray": [],
+           "partial": [], "removed": [], "manifest": {}, "total_bytes": 0, "verified": 0}
+    problems = []
+    if not out["exists"]:
+        out["missing"] = sorted(expected)
+        problems.append("directory is missing")
+        return False, problems, out
+    tree, in_cache = walk_tree(path)
+    present = set(tree)
+    for rel in sorted(expected):
+        want = expected[rel]
+        full = os.path.join(path, rel)
+        if rel not in present:
+            out["missing"].append(rel)
+            continue
+        size = os.path.getsize(full)
+        if size != int(want["size"]):
+            out["bad"].append({"path": rel, "why": "size %d, expected %d" % (size, int(want["size"]))})
+            continue
+        got = cache.digest(full)
+        if want.get("sha256"):
+            ok, kind, wanted_digest, got_digest = got["sha256"] == want["sha256"], "sha256", want["sha256"], got["sha256"]
+        elif want.get("git_oid"):
+            ok, kind, wanted_digest, got_digest = got["git_oid"] == want["git_oid"], "git blob id", want["git_oid"], got["git_oid"]
+        else:
+            ok, kind = False, "checksum"
+            wanted_digest, got_digest = "(none published)", got["sha256"]
+        if not ok:
+            out["bad"].append({"path": rel, "why": "%s %s, expected %s" % (kind, got_digest[:12], wanted_digest[:12])})
+            continue
+        out["verified"] += 1
+        out["manifest"][rel] = {"size": size, "sha256": got["sha256"], "git_oid": got["git_oid"]}
+        out["total_bytes"] += size
+    out["extra"] = [rel for rel in tree if rel not in expected]
+    for rel in in_cache:
+        kind = _cache_entry_kind(rel)
+        if kind == "stray":
+            out["stray"].append(rel)
+        elif kind == "partial":
+            out["partial"].append(rel)
+    shards = [rel for rel in expected if os.sep not in rel and fnmatch.fnmatch(rel, shard_pattern)]
+    out["shard_count"] = len([rel for rel in shards if rel in out["manifest"]])
+    if expected_shards is not None and len(shards) != expected_shards:
+        problems.append("%d of %d shards" % (len(shards), expected_shards))
+    elif expected_shards is None and not shards:
+        problems.append("no shards found")
+
+    def remove(rel):
+        if check_mode:
+            return
+        full = os.path.join(path, rel)
+        try:
+            os.unlink(full)
+        except FileNotFoundError:
+            pass
+        cache.forget(full)
+        out["removed"].append(rel)
+
+    if repair:
+        for item in out["bad"]:
+            remove(item["path"])
+            remove(os.path.join(HF_CACHE, "download", item["path"] + ".metadata"))
+    if extras == "remove" and repair:
+        for rel in out["extra"]:
+            remove(rel)
+    if clean_partials:
+        for rel in out["stray"]:
+            remove(rel)
+        if repair:
+            # A partial of a file that is now complete and good is of no use.
+            done = set(out["manifest"])
+            for rel in out["partial"]:
+                if os.path.relpath(os.path.join(path, rel), os.path.join(path, RSYNC_PARTIAL)) in done:
+                    remove(rel)
+        if not check_mode:
+            for rel in (RSYNC_PARTIAL, RSYNC_TMP, ".cache"):
+                directory = os.path.join(path, rel)
+                if os.path.isdir(directory) and not os.listdir(directory):
+                    os.rmdir(directory)
+    if out["missing"]:
+        problems.append("%d file(s) missing: %s" % (len(out["missing"]), ", ".join(out["missing"][:5])))
+    if out["bad"]:
+        problems.append("%d file(s) failed verification: %s" % (
+            len(out["bad"]), ", ".join("%s (%s)" % (b["path"], b["why"]) for b in out["bad"][:5])))
+    if out["extra"] and extras != "ignore":
+        problems.append("%d extra file(s): %s" % (len(out["extra"]), ", ".join(out["extra"][:5])))
+    left_stray = [rel for rel in out["stray"] if rel not in out["removed"]]
+    if left_stray:
+        problems.append("%d partial or stray file(s) in .cache: %s" % (len(left_stray), ", ".join(left_stray[:5])))
+    return not problems, problems, out
+
+
+def download_processes(path, proc="/proc"):
+    """PIDs of running `hf download ... --local-dir <path>` processes (a download
+    an interrupted playbook left behind)."""
+    found = []
+    want = os.path.normpath(path)
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as handle:
+                argv = [a.decode(errors="replace") for a in handle.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if "download" not in argv or "--local-dir" not in argv:
+            continue
+        if not any(os.path.basename(a) in ("hf", "huggingface-cli") for a in argv[:3]):
+            continue
+        index = argv.index("--local-dir")
+        if index + 1 < len(argv) and os.path.normpath(argv[index + 1]) == want:
+            found.append(int(entry))
+    return sorted(found)

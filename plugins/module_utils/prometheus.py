@@ -21,10 +21,22 @@ SPEC_DECODE = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
 }
+# vLLM 0.25.1's per-draft-position counter: one sample per engine and position.
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+_POSITION = re.compile(r'(?:^|,)\s*position="(\d+)"')
+
+
+def position_key(position):
+    """The key sums() files a per-position acceptance sample under."""
+    return '%s{position="%d"}' % (ACCEPTED_PER_POS, position)
 
 
 def sums(text):
-    """Map each metric name to the sum of its samples over all label sets."""
+    """Map each metric name to the sum of its samples over all label sets.
+
+    The per-position acceptance counter is also summed per position, under
+    position_key(n).
+    """
     totals = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -40,7 +52,20 @@ def sums(text):
             continue
         name = match.group("name")
         totals[name] = totals.get(name, 0.0) + value
+        if name == ACCEPTED_PER_POS:
+            position = _POSITION.search(match.group("labels") or "")
+            if position:
+                key = position_key(int(position.group(1)))
+                totals[key] = totals.get(key, 0.0) + value
     return totals
+
+
+def _per_position(totals):
+    accepted, position = [], 0
+    while position_key(position) in totals:
+        accepted.append(totals[position_key(position)])
+        position += 1
+    return accepted
 
 
 def spec_decode(totals):
@@ -49,8 +74,11 @@ def spec_decode(totals):
     draft = found["draft_tokens"] or 0.0
     drafts = found["drafts"] or 0.0
     accepted = found["accepted_tokens"] or 0.0
+    per_position = _per_position(totals)
     return {
         "present": found["draft_tokens"] is not None and found["accepted_tokens"] is not None,
+        "accepted_tokens_per_position": [int(n) for n in per_position],
+        "acceptance_per_position": [n / drafts for n in per_position] if drafts else [],
         "drafts": int(drafts),
         "draft_tokens": int(draft),
         "accepted_tokens": int(accepted),
@@ -63,5 +91,6 @@ def delta(before, after):
     """Spec-decode figures for what happened between two readings."""
     return spec_decode({
         name: after.get(name, 0.0) - before.get(name, 0.0)
-        for name in SPEC_DECODE.values() if name in after
+        for name in list(SPEC_DECODE.values()) + [k for k in after if k.startswith(ACCEPTED_PER_POS + "{")]
+        if name in after
     })

@@ -19,6 +19,13 @@ def _amount(number, unit):
     return float(number) * _UNITS.get(unit, 1)
 
 
+def free(resource):
+    """What nobody holds: the total less what is used and what placement
+    groups reserve but do not use yet."""
+    held = resource["used"] + max(resource["reserved"] - resource.get("reserved_used", 0.0), 0.0)
+    return max(resource["total"] - held, 0.0)
+
+
 def parse(text):
     """Return active/pending node ids and resource usage.
 
@@ -60,6 +67,7 @@ def parse(text):
                     "used": _amount(match.group("used"), match.group("uunit")),
                     "total": _amount(match.group("total"), match.group("tunit")),
                     "reserved": _amount(match.group("pg_reserved") or 0, match.group("tunit")),
+                    "reserved_used": _amount(match.group("pg_used") or 0, match.group("tunit")),
                 }
     return {
         "active_nodes": active,

@@ -15,6 +15,8 @@ import hashlib
 import json
 import re
 
+from ansible_collections.laguna.spark.plugins.module_utils import systemd_user
+
 _FINGERPRINT = re.compile(r"\[cfg ([0-9a-f]{12})\]")
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "MainPID",
                    "Description", "ExecMainStatus")
@@ -55,15 +57,6 @@ def run_argv(systemd_run, name, command, environment=None, properties=None,
     return argv
 
 
-def parse_show(text):
-    """`systemctl show -p ...` output to a dict."""
-    values = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            values[key] = value
-    return values
-
-
-def is_running(show):
-    return show.get("ActiveState") in ("active", "activating", "reloading")
+# Unit state comes from the shared `systemctl --user` code.
+parse_show = systemd_user.parse_show
+is_running = systemd_user.is_running

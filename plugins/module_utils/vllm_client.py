@@ -1,15 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""Talk to a vLLM OpenAI-compatible server with the standard library only."""
+"""Talk to a vLLM OpenAI-compatible server (through ansible.module_utils.urls)."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import time
-import urllib.request
 
-from ansible_collections.laguna.spark.plugins.module_utils import prometheus
+from ansible.module_utils.urls import Request
+from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, prometheus
 
 # A block of ordinary Python the draft model can predict well; repeated with
 # a counter so the prompt is not one line over and over.
@@ -26,33 +27,116 @@ def merge_intervals_{n}(intervals):
     return merged
 
 '''
+_CODE_HEAD = "Review the following Python module, then rewrite it as one documented, tested function:\n\n"
+
+
+class ServerError(Exception):
+    """The server answered with an error; the message carries its explanation."""
+
+
+_CONTEXTS = {}
+
+
+def _context(url):
+    """An SSL context made once per process.
+
+    open_url() builds a fresh default context (loading the CA store, ~0.1 s)
+    for every request, which would count in every TTFT; plain http:// needs
+    none, so it gets a bare one.
+    """
+    kind = "https" if url.startswith("https:") else "http"
+    if kind not in _CONTEXTS:
+        _CONTEXTS[kind] = ssl.create_default_context() if kind == "https" else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return _CONTEXTS[kind]
+
+
+def _open(url, payload=None, timeout=30, accept="application/json"):
+    data = json.dumps(payload).encode("utf-8") if payload is not None else None
+    headers = {"Accept": accept}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    try:
+        return Request().open("POST" if data is not None else "GET", url, data=data, headers=headers,
+                              timeout=timeout, follow_redirects="none", context=_context(url))
+    except Exception as exc:  # HTTPError carries the server's explanation in its body
+        body = ""
+        reader = getattr(exc, "read", None)
+        if reader is not None:
+            try:
+                body = reader().decode("utf-8", "replace")
+            except Exception:  # an unreadable body leaves the status alone
+                body = ""
+        if body:
+            try:
+                detail = json.loads(body).get("error")
+                body = detail.get("message", body) if isinstance(detail, dict) else (detail or body)
+            except (ValueError, AttributeError):
+                pass
+            raise ServerError("%s %s: %s" % (getattr(exc, "code", "?"), url, body))
+        raise
 
 
 def get_text(url, timeout=30):
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+    with _open(url, timeout=timeout, accept="*/*") as response:
         return response.read().decode("utf-8")
 
 
+def get_json(url, timeout=30):
+    return json.loads(get_text(url, timeout))
+
+
 def post_json(url, payload, timeout=300):
-    request = urllib.request.Request(
-        url, data=json.dumps(payload).encode("utf-8"),
-        headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with _open(url, payload, timeout) as response:
         return json.loads(response.read().decode("utf-8"))
 
 
 def first_model(base_url, timeout=30):
-    models = json.loads(get_text(base_url.rstrip("/") + "/v1/models", timeout))
-    return models["data"][0]["id"]
+    return model_info(base_url, timeout)["id"]
+
+
+def model_info(base_url, timeout=30, model=None):
+    """The /v1/models entry of ``model`` (the first one when unset)."""
+    models = get_json(base_url.rstrip("/") + "/v1/models", timeout)["data"]
+    for entry in models:
+        if model is None or entry.get("id") == model:
+            return entry
+    raise ServerError("%s serves %s, not %s" % (base_url, ", ".join(m.get("id", "?") for m in models), model))
+
+
+def server_version(base_url, timeout=30):
+    """vLLM's /version, or None when the server has none."""
+    try:
+        return get_json(base_url.rstrip("/") + "/version", timeout).get("version")
+    except Exception:  # an old or foreign server: the version is unknown, not an error
+        return None
 
 
 def metric_sums(base_url, timeout=30):
     return prometheus.sums(get_text(base_url.rstrip("/") + "/metrics", timeout))
 
 
-def code_prompt(target_tokens, chars_per_token=3.5):
+def spec_counters(base_url, timeout=30):
+    return bench_stats.spec_counters(get_text(base_url.rstrip("/") + "/metrics", timeout))
+
+
+def tokenize(base_url, model, prompt=None, messages=None, add_special_tokens=None, timeout=300):
+    """POST /tokenize (vLLM's request and response shape): {count, tokens, max_model_len}."""
+    payload = {"model": model}
+    if messages is not None:
+        payload["messages"] = messages
+    else:
+        payload["prompt"] = prompt
+    if add_special_tokens is not None:
+        payload["add_special_tokens"] = add_special_tokens
+    return post_json(base_url.rstrip("/") + "/tokenize", payload, timeout)
+
+
+def detokenize(base_url, model, tokens, timeout=300):
+    return post_json(base_url.rstrip("/") + "/detokenize", {"model": model, "tokens": list(tokens)}, timeout)["prompt"]
+
+
+def code_prompt(target_tokens, chars_per_token=3.5, head=_CODE_HEAD):
     """A code-review prompt of about ``target_tokens`` tokens."""
-    head = "Review the following Python module, then rewrite it as one documented, tested function:\n\n"
     body, size = [], 0
     budget = int(target_tokens * chars_per_token) - len(head)
     while size < budget:
@@ -61,14 +145,53 @@ def code_prompt(target_tokens, chars_per_token=3.5):
     return head + "".join(body)
 
 
+def user(content):
+    return [{"role": "user", "content": content}]
+
+
+def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=8):
+    """A code prompt whose chat request is exactly ``target_tokens`` tokens long.
+
+    The served model's tokenizer counts (through /tokenize): the content is
+    cut from a tokenized code text at a token boundary (/detokenize), and the
+    cut moves until the whole chat prompt, template included, has the target
+    count. ``salt`` starts the content, so that requests with different salts
+    share no cached prefix. Returns {content, prompt_tokens, exact, attempts}.
+    """
+    overhead = tokenize(base_url, model, messages=user(""), timeout=timeout)["count"]
+    need = target_tokens - overhead
+    if need < 1:
+        raise ValueError("%d prompt tokens is less than the chat template's own %d" % (target_tokens, overhead))
+    head = salt + _CODE_HEAD
+    chars_per_token, raw = 3.5, []
+    for _ in range(6):
+        text = code_prompt(int(need * 1.1) + 64, chars_per_token, head)
+        raw = tokenize(base_url, model, prompt=text, add_special_tokens=False, timeout=timeout)["tokens"]
+        if len(raw) >= need:
+            break
+        chars_per_token = chars_per_token * 1.25 * need / max(len(raw), 1)
+    else:
+        raise ValueError("could not build a prompt of %d tokens (got %d)" % (target_tokens, len(raw)))
+    cut, best = need, None
+    for attempt in range(1, attempts + 1):
+        content = detokenize(base_url, model, raw[:cut], timeout)
+        count = tokenize(base_url, model, messages=user(content), timeout=timeout)["count"]
+        if best is None or abs(count - target_tokens) < abs(best["prompt_tokens"] - target_tokens):
+            best = {"content": content, "prompt_tokens": count, "exact": count == target_tokens,
+                    "attempts": attempt}
+        if count == target_tokens:
+            break
+        moved = max(1, min(len(raw), cut + target_tokens - count))
+        if moved == cut:
+            break
+        cut = moved
+    return best
+
+
 def stream_chat(base_url, payload, timeout=600, clock=time.monotonic):
     """POST a streaming chat completion; yield ``(time, chunk)`` per SSE event."""
-    request = urllib.request.Request(
-        base_url.rstrip("/") + "/v1/chat/completions",
-        data=json.dumps(dict(payload, stream=True)).encode("utf-8"),
-        headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-        method="POST")
-    with urllib.request.urlopen(request, timeout=timeout) as response:
+    with _open(base_url.rstrip("/") + "/v1/chat/completions", dict(payload, stream=True),
+               timeout, accept="text/event-stream") as response:
         for raw in response:
             line = raw.decode("utf-8").strip()
             if not line.startswith("data:"):
@@ -87,25 +210,34 @@ def measure_stream(events, started):
     """
     t_first = t_last = None
     usage = None
-    text = []
+    text, token_ids = [], []
     for at, chunk in events:
         if chunk.get("usage"):
             usage = chunk["usage"]
         for choice in chunk.get("choices") or []:
             piece = (choice.get("delta") or {}).get("content")
+            token_ids.extend(choice.get("token_ids") or [])
             if piece:
                 text.append(piece)
                 t_first = at if t_first is None else t_first
                 t_last = at
     completion = (usage or {}).get("completion_tokens")
-    result = {
+    return {
         "ttft_s": (t_first - started) if t_first is not None else None,
         "completion_tokens": completion,
         "prompt_tokens": (usage or {}).get("prompt_tokens"),
         "decode_s": (t_last - t_first) if t_first is not None else None,
-        "decode_tok_s": None,
+        "decode_tok_s": bench_stats.decode_rate(completion, t_first, t_last),
         "text": "".join(text),
+        "token_ids": token_ids,
     }
-    if completion and completion > 1 and t_last > t_first:
-        result["decode_tok_s"] = (completion - 1) / (t_last - t_first)
-    return result
+
+
+def greedy_tokens(base_url, model, content, max_tokens, timeout=600):
+    """Token ids and text of a temperature-0 completion (vLLM's return_token_ids)."""
+    answer = post_json(base_url.rstrip("/") + "/v1/chat/completions", {
+        "model": model, "messages": user(content), "temperature": 0, "max_tokens": max_tokens,
+        "ignore_eos": True, "return_token_ids": True}, timeout)
+    choice = answer["choices"][0]
+    return {"token_ids": choice.get("token_ids"), "text": (choice.get("message") or {}).get("content") or "",
+            "completion_tokens": (answer.get("usage") or {}).get("completion_tokens")}

@@ -39,8 +39,19 @@ options:
     description: Method that is patched.
     type: str
     default: load_weights
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the file would be patched and writes nothing.
+  diff_mode:
+    support: full
+    description: Shows the patched region of the file before and after.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

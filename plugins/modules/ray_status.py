@@ -34,8 +34,19 @@ options:
     description: Fail when C(ray status) cannot reach the cluster.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    description: Only runs C(ray status); the same result in check mode.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -90,6 +101,12 @@ gpus_reserved:
   description: GPUs held by placement groups (a serving vLLM holds one per TP rank).
   returned: always
   type: float
+gpus_free:
+  description:
+    - GPUs nobody holds, neither an actor or task nor a placement group
+      (another Ray job, or a vLLM, holding one leaves it out).
+  returned: always
+  type: float
 resources:
   description: Every resource of the usage section, C({used, total, reserved}); bytes for memory.
   returned: always
@@ -122,7 +139,7 @@ def main():
     rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
     parsed = ray_status.parse(out if rc == 0 else "")
     resources = parsed["resources"]
-    gpu = resources.get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0})
+    gpu = resources.get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
     result = dict(
         changed=False,
         reachable=rc == 0,
@@ -130,6 +147,7 @@ def main():
         gpus_total=gpu["total"],
         gpus_used=gpu["used"],
         gpus_reserved=gpu["reserved"],
+        gpus_free=ray_status.free(gpu),
         stdout=out,
         **parsed
     )

@@ -39,8 +39,19 @@ options:
     description: Directory holding the RDMA devices; a fake tree in tests.
     type: path
     default: /sys/class/infiniband
+attributes:
+  check_mode:
+    support: full
+    description: Only reads sysfs; the same result in check mode.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

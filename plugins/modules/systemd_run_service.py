@@ -20,7 +20,7 @@ description:
     inactive/failed unit makes it (re)start.
   - Run it as the service user (C(become_user)); the user needs lingering
     (see the C(linger) role) for the service to outlive the session.
-  - Supports check mode.
+  - To read a user unit's state or stop it, see M(laguna.spark.systemd_user_unit).
 options:
   name:
     description: Unit name, without C(.service).
@@ -53,15 +53,26 @@ options:
     description: Working directory of the service.
     type: path
   settle:
-    description: Seconds the service must stay up after starting to count as started.
+    description: Seconds the service must stay up after starting to count as started (0 to 600).
     type: int
     default: 3
   runtime_dir:
     description:
       - The user's C(XDG_RUNTIME_DIR). Defaults to C(/run/user/<uid>).
     type: path
+attributes:
+  check_mode:
+    support: full
+    description: Predicts whether the service would be started, restarted or stopped, and the systemd-run command line.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Needs systemd with a user manager (lingering or a login session).
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -119,55 +130,11 @@ argv:
   elements: str
 """
 
-import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
-
-
-class Units(object):
-    def __init__(self, module):
-        self.module = module
-        runtime = module.params["runtime_dir"] or "/run/user/%d" % os.getuid()
-        self.env = {"XDG_RUNTIME_DIR": runtime,
-                    "DBUS_SESSION_BUS_ADDRESS": "unix:path=%s/bus" % runtime}
-        self.systemctl = module.get_bin_path("systemctl", required=True)
-
-    def ctl(self, *args, **kwargs):
-        return self.module.run_command([self.systemctl, "--user"] + list(args),
-                                       environ_update=self.env, **kwargs)
-
-    def show(self, unit):
-        rc, out, err = self.ctl("show", unit, "--property=" + ",".join(sr.SHOW_PROPERTIES))
-        if rc != 0 and self.module.check_mode:
-            # Before lingering is on there is no user manager to ask; a real
-            # run would start the unit.
-            self.module.warn("no user manager to ask about %s (%s); assuming it is not running"
-                             % (unit, err.strip()))
-            return {"LoadState": "not-found", "ActiveState": "inactive"}
-        if rc != 0:
-            self.module.fail_json(
-                msg="systemctl --user show %s failed: %s. Is the user manager running "
-                    "(loginctl enable-linger; XDG_RUNTIME_DIR=%s)?"
-                    % (unit, err.strip(), self.env["XDG_RUNTIME_DIR"]))
-        return sr.parse_show(out)
-
-    def stop(self, unit):
-        rc, out, err = self.ctl("stop", unit)
-        if rc != 0:
-            self.module.fail_json(msg="systemctl --user stop %s failed: %s" % (unit, err.strip()))
-        self.ctl("reset-failed", unit)
-
-    def logs(self, unit):
-        rc, out, err = self.module.run_command(
-            ["journalctl", "--user", "--unit", unit, "--no-pager", "-n", "40"],
-            environ_update=self.env)
-        lines = (out or "").strip().splitlines()
-        if rc != 0 or len(lines) <= 1:
-            rc, out, err = self.ctl("status", "--no-pager", "-n", "40", unit)
-            lines = (out or "").strip().splitlines()
-        return lines
+from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
 
 
 def main():
@@ -187,9 +154,11 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    if not 0 <= params["settle"] <= 600:
+        module.fail_json(msg="settle must be between 0 and 600 seconds, not %d" % params["settle"])
     unit = params["name"] if params["name"].endswith(".service") else params["name"] + ".service"
-    units = Units(module)
-    current = units.show(unit)
+    units = su.UserUnits(module, params["runtime_dir"])
+    current = units.show_or_fail(unit, sr.SHOW_PROPERTIES)
     running = sr.is_running(current)
     previous = sr.fingerprint_of(current.get("Description"))
     result = dict(changed=False, unit=unit, previous_fingerprint=previous, action="none",
@@ -200,7 +169,7 @@ def main():
         if running or current.get("ActiveState") == "failed":
             result.update(changed=True, action="stopped", active_state="inactive", main_pid=0)
             if not module.check_mode:
-                units.stop(unit)
+                units.act(unit, "stopped")
         module.exit_json(**result)
 
     environment = {str(k): str(v) for k, v in params["environment"].items()}
@@ -220,14 +189,14 @@ def main():
         module.exit_json(**result)
 
     if running or current.get("LoadState") == "loaded":
-        units.stop(unit)
+        units.act(unit, "stopped")
     rc, out, err = module.run_command(argv, environ_update=units.env)
     if rc != 0:
         module.fail_json(msg="systemd-run for %s failed (rc=%d): %s" % (unit, rc, err.strip()),
                          argv=argv)
     deadline = time.time() + max(params["settle"], 0)
     while True:
-        now = units.show(unit)
+        now = units.show_or_fail(unit, sr.SHOW_PROPERTIES)
         if not sr.is_running(now):
             module.fail_json(
                 msg="%s stopped right after starting (%s/%s, exit status %s). Last log lines: %s"

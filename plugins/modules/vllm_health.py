@@ -12,10 +12,10 @@ short_description: Probe a vLLM server's /health and tell hung from down
 version_added: "0.2.0"
 description:
   - Sends one C(GET /health) with a bounded timeout and classifies the answer.
-  - C(healthy) is HTTP 200. C(down) is a refused connection (nothing listens:
+  - C(healthy) is HTTP 200. C(down) is a refused connection (nothing listens;
     stopped, or still loading the weights, since vLLM listens only once the
     engine is up). C(hung) is a connection that nothing answers within
-    O(timeout) (a stopped or wedged process still holds its socket): the only
+    O(timeout) (a stopped or wedged process still holds its socket), the only
     state in which a restart helps. Anything else is C(unhealthy).
   - Read-only.
 options:
@@ -30,12 +30,16 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Only sends a GET request; the same result in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -13,7 +13,8 @@ version_added: "0.1.0"
 description:
   - Fetches C(/metrics) and sums C(vllm:spec_decode_num_drafts_total),
     C(vllm:spec_decode_num_draft_tokens_total) and
-    C(vllm:spec_decode_num_accepted_tokens_total) over all label sets.
+    C(vllm:spec_decode_num_accepted_tokens_total) over all label sets, and
+    C(vllm:spec_decode_num_accepted_tokens_per_pos_total) per C(position) label.
   - With O(fail_on_zero_acceptance), fails when drafts were proposed but none
     was accepted, the sign of a draft that does not match the target.
   - Read-only; supports check mode.
@@ -66,6 +67,19 @@ mean_acceptance_length:
   description: 1 + accepted_tokens / drafts (tokens per target step), null before any draft.
   returned: always
   type: float
+accepted_tokens_per_position:
+  description:
+    - Accepted draft tokens at each draft position (0 to k-1), from
+      C(vllm:spec_decode_num_accepted_tokens_per_pos_total) summed over engines;
+      empty when the server does not export it.
+  returned: always
+  type: list
+  elements: int
+acceptance_per_position:
+  description: accepted_tokens_per_position / drafts, position by position; empty before any draft.
+  returned: always
+  type: list
+  elements: float
 """
 
 from ansible.module_utils.basic import AnsibleModule

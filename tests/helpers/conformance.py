@@ -84,17 +84,17 @@ _RSYNC_SHORT = {"--archive": "-a", "--rsh": "-e"}
 
 def _rsync_items(argv):
     items = {}
-    _, flags = recipe_mod.split_flags(argv[1:], short_with_value="e")
+    flags = recipe_mod.split_flags(argv[1:], short_with_value="e")[1]
     for key, value in flags.items():
         key = _RSYNC_SHORT.get(key, key)
         if key == "-e":
             ssh = shlex.split(value)
             items["rsync ssh program"] = ssh[0]
-            _, ssh_flags = recipe_mod.split_flags(ssh[1:], short_with_value="BbcDEeFIiJLlmOoPpQRSWw")
+            ssh_flags = recipe_mod.split_flags(ssh[1:], short_with_value="BbcDEeFIiJLlmOoPpQRSWw")[1]
             for skey, svalue in ssh_flags.items():
                 for one in (svalue if isinstance(svalue, list) else [svalue]):
                     if skey == "-o":
-                        name, _, val = one.partition("=")
+                        name, _sep, val = one.partition("=")
                         items["rsync ssh -o %s" % name] = val
                     else:
                         items["rsync ssh %s" % skey] = SWITCH if one is True else one
@@ -116,7 +116,7 @@ def recipe_items(calls, text, home, head_ip, worker_ip):
         elif prog == "systemd-run" and "serve" in argv:
             items.update(_vllm_items(argv, call["env"], home))
         elif prog == "hf" and argv[1:2] == ["download"]:
-            _, flags = recipe_mod.split_flags(argv[3:])
+            flags = recipe_mod.split_flags(argv[3:])[1]
             items["hf-download %s local-dir" % argv[2]] = _norm(flags.get("--local-dir"), home)
         elif prog == "rsync":
             items.update(_rsync_items(argv))

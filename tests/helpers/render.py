@@ -20,7 +20,7 @@ import sys
 import yaml
 
 from helpers.collection import collections_path
-from helpers.sysfs import make_port, mapped
+from helpers.sysfs import spark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INVENTORY = os.path.join(ROOT, "inventory", "sparks")
@@ -56,6 +56,8 @@ PLAY = """
           user: "{{ laguna_user }}"
           is_head: "{{ laguna_is_head }}"
           roce_ip: "{{ laguna_roce_ip }}"
+          gid_index: "{{ laguna_gid_index }}"
+          gid_policy: "{{ laguna_fabric.gid_policy }}"
           ray: "{{ ray_cluster_render }}"
           vllm_serve: "{{ vllm_serve_render | default(None) }}"
           vars: "{{ dict(render_var_names | zip(render_var_names | map('extract', vars))) }}"
@@ -74,22 +76,17 @@ ROLE_DEFAULTS = ["staging", "preflight", "linger"]
 
 
 def head_and_worker_sysfs(base):
-    """Fake GID tables: the head's RoCE v2 GID at index 3, the worker's at 5."""
-    head = make_port(os.path.join(base, "sys-head"), {
-        0: ("fe80:0000:0000:0000:4ebb:47ff:fe0a:1b2c", "IB/RoCE v1"),
-        1: ("fe80:0000:0000:0000:4ebb:47ff:fe0a:1b2c", "RoCE v2"),
-        2: (mapped("192.168.100.1"), "IB/RoCE v1"),
-        3: (mapped("192.168.100.1"), "RoCE v2"),
-    })
-    worker = make_port(os.path.join(base, "sys-worker"), {
-        0: ("fe80:0000:0000:0000:4ebb:47ff:fe0a:1b2d", "IB/RoCE v1"),
-        1: ("fe80:0000:0000:0000:4ebb:47ff:fe0a:1b2d", "RoCE v2"),
-        2: (mapped("10.0.0.7"), "IB/RoCE v1"),
-        3: (mapped("10.0.0.7"), "RoCE v2"),
-        4: (mapped("192.168.100.2"), "IB/RoCE v1"),
-        5: (mapped("192.168.100.2"), "RoCE v2"),
-    })
-    return head, worker
+    """Fake sysfs of two Sparks: {roce_ip: (infiniband dir, net dir)}.
+
+    Each has both PCIe twins of its cabled port, each twin with an address
+    of its own. On the worker an older address came first, so its RoCE v2
+    GID for 192.168.100.2 is at index 5, where the head's is at 3.
+    """
+    return {
+        "192.168.100.1": spark(os.path.join(base, "sys-head"), "192.168.100.1", "192.168.101.1"),
+        "192.168.100.2": spark(os.path.join(base, "sys-worker"), "192.168.100.2", "192.168.101.2",
+                               extra="10.0.0.7"),
+    }
 
 
 def render_default_deployment(workdir, user=None):
@@ -107,14 +104,16 @@ def render_default_deployment(workdir, user=None):
     head = list(groups["spark_head"]["hosts"])[0]
     workers = list(groups["spark_workers"]["hosts"])
     assert len(workers) == 1, "the recipe has two nodes"
-    head_sys, worker_sys = head_and_worker_sysfs(workdir)
+    trees = head_and_worker_sysfs(workdir)
     os.makedirs(os.path.join(inv, "host_vars"), exist_ok=True)
     roce = {}
-    for name, sysfs in ((head, head_sys), (workers[0], worker_sys)):
-        roce[groups["spark_head" if name == head else "spark_workers"]["hosts"][name]["laguna_roce_ip"]] = sysfs
+    for name in [head] + workers:
+        address = groups["spark_head" if name == head else "spark_workers"]["hosts"][name]["laguna_roce_ip"]
+        ib, net = trees[address]
+        roce[address] = ib
         with open(os.path.join(inv, "host_vars", name + ".yml"), "w") as fh:
             yaml.safe_dump({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                            "laguna_user": user, "laguna_sysfs_infiniband": sysfs}, fh)
+                            "laguna_user": user, "laguna_sysfs_infiniband": ib, "fabric_sysfs_net": net}, fh)
     out = os.path.join(workdir, "out")
     os.makedirs(out)
     play = os.path.join(workdir, "render.yml")

@@ -11,13 +11,18 @@ import urllib.request
 import ansible_runner
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DOUBLES = os.path.join(ROOT, "tests", "doubles")
+from helpers import DOUBLES, ROOT  # noqa: F401  (re-exported for `from conftest import ...`)
+from helpers.collection import collections_path
+from helpers.sysfs import make_port, mapped
+
+# The installed copy of the collection: imported here, and run by ansible-runner.
+COLLECTIONS = collections_path()
+# Older tests import these from here; new ones import them from helpers.
+__all__ = ["COLLECTIONS", "DOUBLES", "ROOT", "free_port"]
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch  # noqa: E402
+
 # ansible-runner looks for ansible-playbook on PATH: use the one beside this Python.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-from test_roce_gid import make_port, mapped  # noqa: E402  (the fake sysfs builder)
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch  # noqa: E402
 
 
 class Runner:
@@ -39,11 +44,13 @@ class Runner:
             "ansible_python_interpreter=%s\n" % sys.executable)
         (data / "project" / "play.yml").write_text(
             "- hosts: spark_head\n  gather_facts: false\n  tasks:\n" + tasks_yaml)
-        extravars = dict({"laguna_user": getpass.getuser(), "laguna_sysfs_infiniband": self.sysfs}, **(extravars or {}))
+        # One RDMA device without PCIe twins: the fabric role accepts one.
+        extravars = dict({"laguna_user": getpass.getuser(), "laguna_sysfs_infiniband": self.sysfs,
+                          "fabric_min_twins": 1}, **(extravars or {}))
         result = ansible_runner.run(
             private_data_dir=str(data), playbook="play.yml", extravars=extravars,
             cmdline=cmdline, quiet=True,
-            envvars={"ANSIBLE_COLLECTIONS_PATH": os.path.join(ROOT, "collections"),
+            envvars={"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS,
                      "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DIFF_ALWAYS": "0"})
         result.text = result.stdout.read()
         result.flat = " ".join(result.text.split())  # messages wrap across lines
@@ -90,12 +97,12 @@ def standin_vllm(tmp_path):
                    LAGUNA_STANDIN_ACCEPTANCE=str(acceptance), LAGUNA_STANDIN_TOKENS_PER_S="2000")
         proc = subprocess.Popen(
             [sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--served-model-name", "laguna-s-2.1", "--enforce-eager",
+             "--port", str(port), "--served-model-name", "laguna-s-fp8", "--enforce-eager",
              "--distributed-executor-backend", "mp", "--max-model-len", "262144",
              "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 6}' % draft],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(proc)
-        for _ in range(100):
+        for dummy in range(100):
             try:
                 urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=1)
                 return port

@@ -5,8 +5,7 @@ import time
 
 import pytest
 
-from conftest import DOUBLES
-
+from helpers import DOUBLES
 
 
 @pytest.fixture
@@ -26,6 +25,7 @@ def node(tmp_path):
         "preflight_nvidia_smi": os.path.join(DOUBLES, "bin", "nvidia-smi"),
         "preflight_min_free_gb": 1,
         "preflight_check_roce": False,
+        "preflight_check_venv": True,
         "preflight_sysfs_net": str(tmp_path / "net"),
         "laguna_roce_ifname": "eth9",
     }
@@ -79,3 +79,17 @@ def test_stray_vllm_serve_is_killed_once(runner, node):
     finally:
         if stray.poll() is None:
             stray.kill()
+
+
+def test_a_stray_vllm_serve_fails_the_run_when_asked(runner, node):
+    stray = subprocess.Popen(["bash", "-c", 'exec -a "vllm serve /models/manual --port 8001" sleep 300'])
+    try:
+        time.sleep(0.2)
+        result = runner.include_role("preflight", dict(node, preflight_stray_action="fail"))
+        assert result.rc != 0
+        assert "vllm serve runs outside laguna-vllm.service" in result.flat
+        assert "pid %d" % stray.pid in result.flat and "/models/manual" in result.flat
+        assert stray.poll() is None  # reported, not killed
+    finally:
+        stray.kill()
+        stray.wait()

@@ -36,7 +36,8 @@ def sides(tmp_path_factory):
     have = conformance.collection_items(rendered, collection_systemd_run)
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         table = conformance.differences_table(fh.read())
-    return {"want": want, "have": have, "table": table, "transcript": transcript, "calls": calls}
+    return {"want": want, "have": have, "table": table, "transcript": transcript, "calls": calls,
+            "rendered": rendered}
 
 
 def test_recipe_blocks_were_found_and_ran(sides):
@@ -50,10 +51,24 @@ def test_recipe_blocks_were_found_and_ran(sides):
 def test_recipe_gid_function_and_roce_gid_module_agree(sides):
     # The recipe's gid() shell function and the collection's roce_gid module
     # read the same fake sysfs trees; the worker's index differs on purpose.
-    want, have = sides["want"], sides["have"]
-    assert want["ray-head env NCCL_IB_GID_INDEX"] == have["ray-head env NCCL_IB_GID_INDEX"] == "3"
-    assert want["ray-worker env NCCL_IB_GID_INDEX"] == have["ray-worker env NCCL_IB_GID_INDEX"] == "5"
-    assert have["vllm-serve env NCCL_IB_GID_INDEX"] == "3"
+    want, hosts = sides["want"], sides["rendered"]["hosts"]
+    head, worker = hosts[sides["rendered"]["head"]], hosts[sides["rendered"]["workers"][0]]
+    assert want["ray-head env NCCL_IB_GID_INDEX"] == str(head["gid_index"]) == "3"
+    assert want["ray-worker env NCCL_IB_GID_INDEX"] == str(worker["gid_index"]) == "5"
+
+
+def test_both_twins_go_to_nccl_with_a_gid_choice_right_on_each(sides):
+    # Each Spark's cabled port is two PCIe x4 twins; NCCL gets both. The
+    # head's twins each carry their own address, so NCCL's per-device GID
+    # choice is right and no index is pinned; the worker's older address
+    # would mislead it, so its choice is narrowed to the fabric's range.
+    have, hosts = sides["have"], sides["rendered"]["hosts"]
+    for unit in ("ray-head", "ray-worker", "vllm-serve"):
+        assert have[unit + " env NCCL_IB_HCA"] == "=rocep1s0f1:1,roceP2p1s0f1:1"
+    assert hosts[sides["rendered"]["head"]]["gid_policy"] == "nccl"
+    assert "ray-head env NCCL_IB_GID_INDEX" not in have
+    assert hosts[sides["rendered"]["workers"][0]]["gid_policy"] == "range"
+    assert have["ray-worker env NCCL_IB_ADDR_RANGE"] == "192.168.100.0/23"
 
 
 @pytest.mark.parametrize("prefix", ["ray-head", "ray-worker", "vllm-serve", "hf-download", "rsync",

@@ -1,75 +1,269 @@
-"""The staging role on a single (head) node: download once, never again; clear failures."""
-import json
+"""The staging role as users run it: the real `hf` CLI (the pinned huggingface_hub)
+against a local Hub double, checksums not sizes, resume after kills, parallel
+mirroring to a "worker" reached through a private sshd on 127.0.0.2."""
 import os
-import shutil
+import re
+import sys
+import threading
+import time
 
-import pytest
+from staging_env import (DRAFT, SHARD_BYTES, TARGET, HubDouble, hf_bin, hub, kill_when, leftovers,  # noqa: F401
+                         pids, run_play, sha256, sshd, staging_vars)
 
-from conftest import DOUBLES
-
-
-
-@pytest.fixture
-def hub(tmp_path):
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    shutil.copy(os.path.join(DOUBLES, "bin", "hf"), venv / "bin" / "hf")
-    catalogue = tmp_path / "hub.json"
-    log = tmp_path / "downloads.log"
-
-    def write(target_shards):
-        catalogue.write_text(json.dumps({
-            "poolside/Laguna-S-2.1-FP8": {"shards": target_shards, "shard_bytes": 1024},
-            "poolside/Laguna-S-2.1-DFlash-W4A16": {"shards": 1, "shard_bytes": 512}}))
-
-    write(24)
-    return {
-        "write": write,
-        "log": log,
-        "vars": {
-            "laguna_venv": str(venv),
-            "laguna_model_path": str(tmp_path / "models" / "target"),
-            "laguna_draft_path": str(tmp_path / "models" / "draft"),
-            "staging_hf_environment": {"LAGUNA_STANDIN_HUB": str(catalogue), "LAGUNA_STANDIN_LOG": str(log)},
-            "staging_download_poll": 1,
-        },
-    }
+SHARD5 = "model-00005-of-00024.safetensors"
+# Head-only fault tests stage the target alone (the draft takes the same path, and time).
+TARGET_ONLY = {"staging_artifacts": [{"name": "target", "repo": TARGET, "path": "{{ laguna_model_path }}",
+                                      "expected_shards": 24}]}
+SHARD9 = "model-00009-of-00024.safetensors"
 
 
-def test_downloads_once_then_never_again(runner, hub, tmp_path):
-    first = runner.include_role("staging", hub["vars"])
+def shard_sums(tree):
+    return {p.name: sha256(p) for p in sorted(tree.iterdir()) if p.is_file()}
+
+
+def run_in_thread(fn, *args, **kwargs):
+    box = {}
+    thread = threading.Thread(target=lambda: box.setdefault("result", fn(*args, **kwargs)), daemon=True)
+    thread.start()
+    return thread, box
+
+
+# --- Download on the head -------------------------------------------------------
+
+
+def test_downloads_once_verifies_by_sha256_and_never_again(runner, hub, hf_bin, tmp_path):
+    values = staging_vars(tmp_path, hub, hf_bin)
+    first = runner.include_role("staging", values)
     assert first.rc == 0, first.text
+    target, draft = tmp_path / "models" / "target", tmp_path / "models" / "draft"
+    # Every file has the sha256 the Hub publishes; nothing partial or stray is left.
+    assert shard_sums(target) == hub.published(TARGET)
+    assert shard_sums(draft) == hub.published(DRAFT)
+    assert leftovers(target) == [] and leftovers(draft) == []
+    assert "hashed 28 file(s)" in first.flat and "not hashed before" in first.flat
     assert "target: 24 shard(s)" in first.flat and "draft: 1 shard(s)" in first.flat
-    assert len(hub["log"].read_text().splitlines()) == 2
-    assert not list((tmp_path / "models").rglob("*.incomplete"))
+    # Progress: a final line per download with GB, seconds and GB/s.
+    assert re.search(r"download target: 0\.03 of 0\.03 GB \(100\.0%\), [\d.]+ GB/s, \d+ s, finished", first.flat)
+    gets = [r for r in hub.requests() if r["method"] == "GET" and "/resolve/" in r["path"]]
+    assert len(gets) == 28 + 4  # 24 shards, index, config, 2 tokenizer files; the draft: shard + 3 files
 
-    second = runner.include_role("staging", hub["vars"])
-    assert second.rc == 0 and second.stats["changed"].get("localhost", 0) == 0
-    assert len(hub["log"].read_text().splitlines()) == 2
+    second = runner.include_role("staging", values)
+    assert second.rc == 0, second.text
+    assert second.stats["changed"].get("localhost", 0) == 0
+    assert "hashed nothing: 28 file(s) unchanged" in second.flat
+    assert len([r for r in hub.requests() if r["method"] == "GET" and "/resolve/" in r["path"]]) == len(gets)
 
 
-def test_an_interrupted_download_is_resumed(runner, hub, tmp_path):
-    assert runner.include_role("staging", hub["vars"]).rc == 0
+def test_head_corruption_is_found_and_downloaded_again(runner, hub, hf_bin, tmp_path):
+    values = staging_vars(tmp_path, hub, hf_bin, **TARGET_ONLY)
+    assert runner.include_role("staging", values).rc == 0
     target = tmp_path / "models" / "target"
-    (target / "model-00007-of-00024.safetensors").unlink()
-    partial = target / ".cache" / "huggingface" / "download"
-    (partial / "model-00007-of-00024.safetensors.incomplete").write_bytes(b"x")
-    again = runner.include_role("staging", hub["vars"])
+    # Same size, same mtime: only the checksum (and the record's ctime) can tell.
+    shard = target / SHARD5
+    stat = shard.stat()
+    with open(shard, "r+b") as handle:
+        handle.seek(1000)
+        handle.write(b"\xff" * 16)
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with open(target / SHARD9, "r+b") as handle:
+        handle.truncate(100)
+    (target / "notes.txt").write_text("the user's own file")
+
+    again = runner.include_role("staging", values)
     assert again.rc == 0, again.text
-    assert again.stats["changed"]["localhost"] >= 1
-    assert len(hub["log"].read_text().splitlines()) == 3  # the target once more, not the draft
-    assert (target / "model-00007-of-00024.safetensors").exists()
+    assert "sha256" in again.flat and SHARD5 in again.flat and "size 100, expected %d" % SHARD_BYTES in again.flat
+    assert "hashed 2 file(s)" in again.flat and "changed since last hashed" in again.flat
+    assert shard_sums(target)[SHARD5] == hub.published()[SHARD5]
+    assert shard_sums(target)[SHARD9] == hub.published()[SHARD9]
+    assert len(hub.downloads(SHARD5)) == 2 and len(hub.downloads(SHARD9)) == 2
+    assert len(hub.downloads("model-00001-of-00024.safetensors")) == 1
+    assert (target / "notes.txt").exists()  # the head's extra files are not the role's to remove
 
 
-def test_a_checkpoint_with_the_wrong_shard_count_fails(runner, hub):
-    hub["write"](23)
-    result = runner.include_role("staging", hub["vars"])
+def test_a_download_killed_mid_shard_resumes_without_fetching_complete_files_again(runner, hub, hf_bin, tmp_path):
+    hub.set_rate(SHARD_BYTES)  # one second per shard and connection
+    values = staging_vars(tmp_path, hub, hf_bin, **TARGET_ONLY)
+    target = tmp_path / "models" / "target"
+    shards = lambda: len(list(target.glob("model-*.safetensors"))) if target.exists() else 0  # noqa: E731
+    thread, box = run_in_thread(runner.include_role, "staging", values)
+    killed = kill_when(["hf", "download", str(target)], lambda: shards() >= 8)
+    thread.join(120)
+    first = box["result"]
+    assert killed and first.rc != 0
+    assert "Rerun to resume" in first.flat
+    # What the real CLI leaves behind when SIGKILLed: process-unique partial files it never reuses.
+    assert list(target.glob(".cache/huggingface/download/*.incomplete"))
+    done_before = {p.name for p in target.glob("model-*.safetensors")}
+
+    hub.set_rate(0)
+    again = runner.include_role("staging", values)
+    assert again.rc == 0, again.text
+    assert shard_sums(target) == hub.published()
+    assert leftovers(target) == []
+    assert not pids(["hf", "download", str(target)])
+    for name in done_before:  # complete before the kill: never transferred again
+        assert len(hub.downloads(name)) == 1, name
+    assert "removed .cache/huggingface/download/" in again.flat
+
+
+def test_a_timed_out_download_and_one_left_running_are_stopped_and_resumed(runner, hub, hf_bin, tmp_path):
+    import subprocess
+    hub.set_rate(SHARD_BYTES // 8)
+    target = tmp_path / "models" / "target"
+    first = runner.include_role("staging", staging_vars(tmp_path, hub, hf_bin, staging_download_timeout=3,
+                                                        **TARGET_ONLY))
+    assert first.rc != 0
+    assert "hf download %s" % TARGET in first.flat and "Rerun to resume" in first.flat
+    time.sleep(1)
+    assert "stopped the hf it left running" in first.flat
+    assert not pids(["hf", "download", str(target)])  # no orphan
+
+    # An interrupted playbook (Ctrl-C) leaves its async download running: the rerun stops it first.
+    values = staging_vars(tmp_path, hub, hf_bin, **TARGET_ONLY)
+    orphan = subprocess.Popen([hf_bin, "download", TARGET, "--local-dir", str(target)],
+                              env=dict(os.environ, **values["staging_hf_environment"]),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    assert orphan.poll() is None
+    hub.set_rate(0)  # the orphan is stopped first, whatever its pace
+    again = runner.include_role("staging", values)
+    orphan.wait(10)
+    assert again.rc == 0, again.text
+    assert "stopped a download left running (pid %d)" % orphan.pid in again.flat
+    assert shard_sums(target) == hub.published() and leftovers(target) == []
+    assert not pids(["hf", "download", str(target)])
+
+
+def test_a_checkpoint_with_the_wrong_shard_count_fails(runner, hf_bin, tmp_path):
+    double = HubDouble(tmp_path, target_shards=23).start()
+    try:
+        result = runner.include_role("staging", staging_vars(tmp_path, double, hf_bin, **TARGET_ONLY))
+    finally:
+        double.stop()
     assert result.rc != 0
     assert "23 of 24 shards" in result.flat
 
 
-def test_check_mode_downloads_nothing(runner, hub, tmp_path):
-    result = runner.include_role("staging", hub["vars"], cmdline="--check")
+def test_check_mode_downloads_nothing(runner, hub, hf_bin, tmp_path):
+    result = runner.include_role("staging", staging_vars(tmp_path, hub, hf_bin, **TARGET_ONLY), cmdline="--check")
     assert result.rc == 0, result.text
     assert result.stats["changed"]["localhost"] >= 2
-    assert not hub["log"].exists() and not (tmp_path / "models").exists()
+    assert "would download 28 file(s)" in result.flat and "missing" in result.flat
+    assert not (tmp_path / "models").exists()
+    assert not [r for r in hub.requests() if "/resolve/" in r["path"]]
+
+
+# --- Mirror to a worker -------------------------------------------------------------
+
+
+def two_nodes(runner, tmp_path, sshd, hub, hf_bin, **more):
+    """A head and a worker on this machine: the worker's trees are elsewhere, reached over sshd."""
+    head_models, worker_models = tmp_path / "models", tmp_path / "worker-models"
+    values = staging_vars(tmp_path, hub, hf_bin, **more)
+    values["staging_artifacts"] = [
+        {"name": "target", "repo": TARGET, "path": "{{ node_tree }}/target", "expected_shards": 24,
+         "source_path": str(head_models / "target")},
+        {"name": "draft", "repo": DRAFT, "path": "{{ node_tree }}/draft", "expected_shards": None,
+         "source_path": str(head_models / "draft")}]
+    values["staging_hash_cache"] = "{{ node_cache }}/sha256.json"
+    values["staging_ssh_options"] = ["-T", "-x", "-o", "Compression=no"] + sshd.options()
+    inventory = (
+        "[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 ansible_python_interpreter={py} "
+        "node_tree={head} node_cache={tmp}/head-cache\n"
+        "[spark_workers]\nworker ansible_connection=local laguna_roce_ip=127.0.0.2 ansible_python_interpreter={py} "
+        "node_tree={worker} node_cache={tmp}/worker-cache\n").format(
+            py=sys.executable, head=head_models, worker=worker_models, tmp=tmp_path)
+
+    def run(cmdline=None, **extra):
+        return run_play(runner, "    - ansible.builtin.include_role:\n        name: laguna.spark.staging\n",
+                        dict(values, **extra), inventory, cmdline=cmdline)
+    return run, head_models / "target", worker_models / "target"
+
+
+def test_mirrors_in_parallel_by_checksum_then_never_again(runner, hub, hf_bin, sshd, tmp_path):
+    run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin, staging_mirror_streams=4)
+    first = run()
+    assert first.rc == 0, first.text
+    assert shard_sums(worker) == hub.published() == shard_sums(head)
+    assert leftovers(worker) == [] and not (worker / ".cache").exists()
+    assert re.search(r"mirrored 0\.03 GB in [\d.]+ s, [\d.]+ GB/s, 4 stream\(s\)", first.flat)
+    assert re.search(r"worker: mirror target: [\d.]+ of 0\.03 GB", first.flat)
+    assert not pids(["rsync", str(worker)]) and not pids(["ssh", "-p", str(sshd.port)])
+
+    second = run()
+    assert second.rc == 0, second.text
+    assert second.stats["changed"].get("worker", 0) == 0 and second.stats["changed"].get("localhost", 0) == 0
+    assert "worker: target: hashed nothing" in second.flat and "mirrored 0." not in second.flat
+
+
+def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bin, sshd, tmp_path):
+    run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin)
+    assert run().rc == 0
+    shard = worker / SHARD5
+    stat = shard.stat()
+    with open(shard, "r+b") as handle:
+        handle.write(b"\0" * 64)
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with open(worker / SHARD9, "r+b") as handle:
+        handle.truncate(10)
+    (worker / "stray.bin").write_bytes(b"x")
+    head_before = shard_sums(head)
+
+    again = run()
+    assert again.rc == 0, again.text
+    assert shard_sums(worker) == hub.published() and not (worker / "stray.bin").exists()
+    assert shard_sums(head) == head_before  # the head was never written to
+    assert "2 stream(s)" in again.flat and "sent %s, %s" % (SHARD5, SHARD9) in again.flat
+    assert "removed %s, %s, stray.bin" % (SHARD5, SHARD9) in again.flat
+
+    # A damaged head copy is downloaded again, never mirrored.
+    with open(head / SHARD5, "r+b") as handle:
+        handle.write(b"\0" * 64)
+    (worker / SHARD5).unlink()
+    third = run()
+    assert third.rc == 0, third.text
+    assert len(hub.downloads(SHARD5)) == 2
+    assert sha256(worker / SHARD5) == hub.published()[SHARD5] == sha256(head / SHARD5)
+
+
+def test_a_mirror_killed_mid_shard_resumes(runner, hub, hf_bin, sshd, tmp_path):
+    run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin, staging_mirror_streams=2,
+                                  staging_rsync_options=["--archive", "--bwlimit=4096"])
+    thread, box = run_in_thread(run)
+    complete = lambda: worker.exists() and len(list(worker.glob("model-*.safetensors"))) >= 4  # noqa: E731
+    killed = kill_when(["rsync", "--partial-dir", str(worker)], complete)
+    thread.join(120)
+    assert killed and box["result"].rc != 0
+    time.sleep(1)
+    done_before = {p.name: p.stat().st_ino for p in worker.glob("model-*.safetensors")}
+
+    again = run(staging_rsync_options=["--archive"])
+    assert again.rc == 0, again.text
+    assert shard_sums(worker) == hub.published() and leftovers(worker) == []
+    assert not pids(["rsync", str(worker)]) and not pids(["ssh", "-p", str(sshd.port)])
+    for name, inode in done_before.items():  # complete before the kill: not sent again
+        assert (worker / name).stat().st_ino == inode, name
+
+
+# --- Page cache (preflight) ------------------------------------------------------------
+
+
+def test_preflight_drops_the_page_cache_of_the_model_trees(runner, tmp_path):
+    from ansible_collections.laguna.spark.plugins.module_utils import page_cache
+    models = tmp_path / "models"
+    (models / "target").mkdir(parents=True)
+    (models / "draft").mkdir()
+    shard = models / "target" / "model-00001-of-00024.safetensors"
+    shard.write_bytes(os.urandom(4 << 20))
+    shard.read_bytes()
+    assert page_cache.cached_bytes(str(shard)) == 4 << 20
+    values = {"laguna_model_path": str(models / "target"), "laguna_draft_path": str(models / "draft")}
+    checked = runner.include_role("preflight", values, cmdline="--check", tasks_from="page_cache")
+    assert checked.rc == 0, checked.text
+    assert "would drop 0.00 GB of page cache over 2 tree(s)" in checked.flat
+    assert page_cache.cached_bytes(str(shard)) == 4 << 20
+    dropped = runner.include_role("preflight", values, tasks_from="page_cache")
+    assert dropped.rc == 0, dropped.text
+    assert "dropped 0.00 GB of page cache over 2 tree(s)" in dropped.flat
+    assert dropped.stats["changed"].get("localhost", 0) == 0
+    assert page_cache.cached_bytes(str(shard)) < (1 << 20)

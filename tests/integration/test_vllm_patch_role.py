@@ -2,7 +2,7 @@
 import os
 import shutil
 
-from conftest import ROOT
+from helpers import ROOT
 
 STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin", "vllm", "model_executor", "models", "laguna_dflash.py")
 DRIFTED = os.path.join(ROOT, "tests", "unit", "fixtures", "dflash", "drifted.py")

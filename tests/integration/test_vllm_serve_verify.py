@@ -32,4 +32,18 @@ def test_a_wrong_served_model_name_is_reported(runner, standin_vllm):
     port = standin_vllm(acceptance=0.75)
     result = verify(runner, laguna_api_port=port, vllm_serve_served_model_name="other")
     assert result.rc != 0
-    assert "serves laguna-s-2.1, not other" in result.text
+    assert "serves laguna-s-fp8, not other" in result.text
+
+
+def test_the_smoke_test_is_the_recipes_and_checks_the_answer(runner, standin_vllm):
+    # The recipe's smoke test: "capital of France? one word" -> "Paris". A
+    # healthy API that answers something else (wrong weights, a bad shard)
+    # fails with the answer it gave.
+    port = standin_vllm(acceptance=0.75)
+    good = verify(runner, laguna_api_port=port, vllm_serve_warmup_requests=0, vllm_serve_check_acceptance=False)
+    assert good.rc == 0, good.text
+    assert "Paris" in good.text
+    bad = verify(runner, laguna_api_port=port, vllm_serve_smoke_expect="Lyon",
+                 vllm_serve_warmup_requests=0, vllm_serve_check_acceptance=False)
+    assert bad.rc != 0
+    assert 'answered "Paris" to "capital of France? one word" at temperature 0, expected "Lyon"' in bad.flat

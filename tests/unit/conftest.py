@@ -7,10 +7,35 @@ import threading
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures")
-DOUBLES = os.path.join(ROOT, "tests", "doubles")
-STANDIN_DFLASH = os.path.join(DOUBLES, "vllm_standin", "vllm", "model_executor", "models", "laguna_dflash.py")
+from helpers import DOUBLES, FIXTURES, ROOT, STANDIN_DFLASH  # noqa: F401  (re-exported for `from conftest import ...`)
+from helpers.collection import collections_path
+
+collections_path()  # ansible_collections.laguna.spark: the installed copy
+# Older tests import these from here; new ones import them from helpers.
+__all__ = ["DOUBLES", "FIXTURES", "ROOT", "STANDIN_DFLASH"]
+
+
+@pytest.fixture
+def systemd(tmp_path, monkeypatch):
+    """Fake systemctl/systemd-run/journalctl on PATH (tests/doubles/fake_systemd); read() is their state."""
+    bindir = tmp_path / "fake-systemd-bin"
+    bindir.mkdir()
+    fake = os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py")
+    for name in ("systemctl", "systemd-run", "journalctl"):
+        (bindir / name).write_text('#!/bin/sh\nFAKE_SYSTEMD_PROG=%s exec "%s" "%s" "$@"\n' % (name, sys.executable, fake))
+        (bindir / name).chmod(0o755)
+    state = tmp_path / "fake-systemd-state.json"
+    monkeypatch.setenv("FAKE_SYSTEMD_STATE", str(state))
+    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
+
+    class Systemd:
+        def read(self):
+            return json.loads(state.read_text()) if state.exists() else {"units": {}, "calls": []}
+
+        def calls(self, prog):
+            return [c for c in self.read()["calls"] if c[0] == prog]
+
+    return Systemd()
 
 
 class ModuleResult(dict):

@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch
 from ansible_collections.laguna.spark.plugins.modules import laguna_dflash_patch
 
-from conftest import FIXTURES, STANDIN_DFLASH
+from helpers import FIXTURES, STANDIN_DFLASH
 
 
 def load(path):
@@ -109,7 +109,7 @@ def test_missing_file_and_missing_venv_fail_clearly(tmp_path, run_module):
 def test_guard_outside_the_method_does_not_count():
     source = open(STANDIN_DFLASH).read() + (
         '\n\ndef elsewhere(self):\n    return hasattr(self.quant_config, "get_cache_scale")\n')
-    _, state = dflash_patch.patch_source(source)
+    state = dflash_patch.patch_source(source)[1]
     assert state == "patched"
 
 

@@ -4,7 +4,7 @@ import stat
 from ansible_collections.laguna.spark.plugins.module_utils import ray_status as parser
 from ansible_collections.laguna.spark.plugins.modules import ray_status
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 
 def fixture(name):
@@ -28,7 +28,7 @@ def test_parse_two_nodes_recorded_from_ray_2_60():
     assert len(parsed["active_nodes"]) == 2
     assert parsed["active_nodes"][0].startswith("node_4e80")
     assert parsed["pending_nodes"] == [] and parsed["recent_failures"] == []
-    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 3.0, "reserved": 0.0}
+    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 3.0, "reserved": 0.0, "reserved_used": 0.0}
     assert parsed["resources"]["memory"]["total"] == 46.45 * 1024 ** 3
     assert parsed["pending_demands"] == []
 
@@ -43,7 +43,7 @@ def test_parse_gpus_reserved_by_a_serving_placement_group():
     # Recorded in the molecule cluster while the stand-in vLLM held its TP bundles.
     parsed = parser.parse(fixture("serving_placement_group.txt"))
     assert len(parsed["active_nodes"]) == 2
-    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 2.0, "reserved": 2.0}
+    assert parsed["resources"]["GPU"] == {"used": 0.0, "total": 2.0, "reserved": 2.0, "reserved_used": 0.0}
     assert parsed["resources"]["CPU"]["total"] == 2.0
 
 
@@ -57,7 +57,7 @@ def test_parse_older_usage_heading():
     text = "Active:\n 1 node_ab12\nResources\n----\nUsage:\n 1.0/2.0 GPU\nDemands:\n (no resource demands)\n"
     parsed = parser.parse(text)
     assert parsed["active_nodes"] == ["node_ab12"]
-    assert parsed["resources"]["GPU"] == {"used": 1.0, "total": 2.0, "reserved": 0.0}
+    assert parsed["resources"]["GPU"] == {"used": 1.0, "total": 2.0, "reserved": 0.0, "reserved_used": 0.0}
 
 
 def test_module_reports_nodes_and_gpus(tmp_path, run_module):
@@ -74,3 +74,14 @@ def test_unreachable_is_data_unless_asked_to_fail(tmp_path, run_module):
     assert not result.failed and not result["reachable"] and result["node_count"] == 0
     result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379", "fail_on_unreachable": True})
     assert result.failed and "is the head raylet running" in result["msg"]
+
+
+def test_free_gpus_leave_out_what_placement_groups_and_other_jobs_hold():
+    serving = parser.parse("Total Usage:\n 0.0/2.0 GPU (0.0 used of 2.0 reserved in placement groups)\n")
+    assert parser.free(serving["resources"]["GPU"]) == 0.0
+    running = parser.parse("Total Usage:\n 2.0/2.0 GPU (2.0 used of 2.0 reserved in placement groups)\n")
+    assert parser.free(running["resources"]["GPU"]) == 0.0
+    other_job = parser.parse("Total Usage:\n 1.0/2.0 GPU\n")
+    assert parser.free(other_job["resources"]["GPU"]) == 1.0
+    idle = parser.parse("Total Usage:\n 0.0/2.0 GPU\n")
+    assert parser.free(idle["resources"]["GPU"]) == 2.0

@@ -1,35 +1,6 @@
-import os
-
-import pytest
-
 from ansible_collections.laguna.spark.plugins.module_utils import roce
 from ansible_collections.laguna.spark.plugins.modules import roce_gid
-
-HCA = "rocep1s0f1"
-ZERO = "0000:0000:0000:0000:0000:0000:0000:0000"
-
-
-def mapped(ip):
-    a, b, c, d = (int(x) for x in ip.split("."))
-    return "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % (a, b, c, d)
-
-
-def make_port(root, gids, hca=HCA, port=1, ndev="enp1s0f1np1", slots=8):
-    """gids: {index: (gid, type or None)}; other slots up to `slots` are zero GIDs."""
-    base = os.path.join(str(root), hca, "ports", str(port))
-    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
-        os.makedirs(os.path.join(base, sub), exist_ok=True)
-    for index in range(slots):
-        gid, kind = gids.get(index, (ZERO, None))
-        with open(os.path.join(base, "gids", str(index)), "w") as fh:
-            fh.write(gid + "\n")
-        if kind is not None:  # unpopulated slots: reading types/N fails (EINVAL) on a real kernel
-            with open(os.path.join(base, "gid_attrs", "types", str(index)), "w") as fh:
-                fh.write(kind + "\n")
-            with open(os.path.join(base, "gid_attrs", "ndevs", str(index)), "w") as fh:
-                fh.write(ndev + "\n")
-    return str(root)
-
+from helpers.sysfs import HCA, make_port, mapped
 
 SPARK_A = {
     0: ("fe80:0000:0000:0000:4ebb:47ff:fe0a:1b2c", "IB/RoCE v1"),

@@ -1,32 +1,7 @@
-import json
 import os
-
-import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
 from ansible_collections.laguna.spark.plugins.modules import systemd_run_service
-
-from conftest import DOUBLES
-
-
-@pytest.fixture
-def systemd(tmp_path, monkeypatch):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name in ("systemctl", "systemd-run", "journalctl"):
-        os.symlink(os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py"), bindir / name)
-    state = tmp_path / "state.json"
-    monkeypatch.setenv("FAKE_SYSTEMD_STATE", str(state))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
-
-    class Systemd:
-        def read(self):
-            return json.loads(state.read_text())
-
-        def calls(self, prog):
-            return [c for c in self.read()["calls"] if c[0] == prog]
-
-    return Systemd()
 
 
 ARGS = {

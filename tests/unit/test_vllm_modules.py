@@ -73,12 +73,15 @@ def test_unreachable_server(run_module):
 
 def test_bench_reports_decode_rate_ttft_and_acceptance(standin_server, run_module):
     url = standin_server(acceptance=0.5, rate=2000)
-    result = run_module(vllm_bench, {"url": url, "prompt_tokens": 256, "max_tokens": 64, "runs": 2, "warmup": 1})
+    # 61 tokens: the prefill's, then 15 steps of 1 + round(6 x 0.5) tokens.
+    result = run_module(vllm_bench, {"url": url, "prompt_tokens": 256, "max_tokens": 61, "runs": 2, "warmup": 1})
     assert not result["changed"] and result["model"] == "laguna-s-2.1"
-    assert len(result["runs"]) == 2 and result["completion_tokens"] == 64
+    assert len(result["runs"]) == 2 and result["completion_tokens"] == 61
+    assert result["prompt_tokens"] == 256 and result["prompt_exact"]
     assert result["decode_tok_s"] > 100 and result["ttft_s"] >= 0
     assert result["acceptance_rate"] == 0.5
     assert result["mean_acceptance_length"] == 4.0
+    assert result["draft_tokens"] == 2 * 15 * 6 and result["accepted_tokens"] == 2 * 15 * 3
 
 
 def test_bench_skips_in_check_mode(run_module):

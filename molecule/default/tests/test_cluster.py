@@ -9,9 +9,9 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 
 USER, UID = "spark", 1000
-VENV = "/home/spark/.venvs/vllm"
-MODEL = "/home/spark/models/Laguna-S-2.1-FP8"
-DRAFT = "/home/spark/models/Laguna-S-2.1-DFlash-W4A16"
+VENV = "/home/spark/venvs/vllm-025"
+MODEL = "/home/spark/models/hf/Laguna-S-2.1-FP8"
+DRAFT = "/home/spark/models/hf/Laguna-S-2.1-DFlash-W4A16"
 ROCE_IP = {"laguna-head": "10.89.77.11", "laguna-worker": "10.89.77.12"}
 GID_INDEX = {"laguna-head": "3", "laguna-worker": "5"}
 
@@ -110,7 +110,7 @@ def test_downloaded_once_on_the_head_only(host):
     if is_head(host):
         lines = host.file(log).content_string.splitlines()
         assert [line.split()[1] for line in lines] == [
-            "poolside/Laguna-S-2.1-FP8", "poolside/Laguna-S-2.1-DFlash-W4A16"]
+            "poolside/Laguna-S-2.1-FP8", "sapidlabs/Sparkulator-Laguna-S-2.1"]
     else:
         assert not host.file(log).exists
 
@@ -138,8 +138,8 @@ def test_api_answers_deterministically_and_drafts_are_accepted(host):
     if not is_head(host):
         pytest.skip("the API runs on the head")
     models = json.loads(http(host, "/v1/models"))
-    assert [m["id"] for m in models["data"]] == ["laguna-s-2.1"]
-    body = {"model": "laguna-s-2.1", "temperature": 0, "max_tokens": 12,
+    assert [m["id"] for m in models["data"]] == ["laguna-s-fp8"]
+    body = {"model": "laguna-s-fp8", "temperature": 0, "max_tokens": 12,
             "messages": [{"role": "user", "content": "def fib(n):"}]}
     first = json.loads(http(host, "/v1/chat/completions", body))
     second = json.loads(http(host, "/v1/chat/completions", body))

@@ -26,6 +26,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from vllm.entrypoints import speed_model
+
 REPLY = (
     "def merge_intervals(intervals):\n"
     "    ordered = sorted(intervals, key=lambda pair: pair[0])\n"
@@ -39,9 +41,29 @@ REPLY = (
 ).split(" ")
 
 
-def log(msg):
-    sys.stderr.write("INFO %s [standin] %s\n" % (time.strftime("%m-%d %H:%M:%S"), msg))
+def log(msg, where="standin.py:1"):
+    """A log line in vLLM's format: "INFO 12-03 06:43:10 [file.py:line] message"."""
+    sys.stderr.write("INFO %s [%s] %s\n" % (time.strftime("%m-%d %H:%M:%S"), where, msg))
     sys.stderr.flush()
+
+
+# What the recipe's run logs: a 273,095-token KV pool from 5 GiB per rank, 1.04x
+# of the 262,144-token context.  The stand-in scales it with its flags.
+RECIPE_KV_TOKENS_PER_BYTE = 273095 / 5368709120.0
+
+
+def log_kv_cache(kv_cache_memory_bytes, max_model_len):
+    """vLLM's two KV-pool lines (v1/core/kv_cache_utils.py)."""
+    tokens = int(round((kv_cache_memory_bytes or 5368709120) * RECIPE_KV_TOKENS_PER_BYTE))
+    max_model_len = max_model_len or 262144
+    log("GPU KV cache size: %s tokens" % format(tokens, ","), "kv_cache_utils.py:2146")
+    log("Maximum concurrency for %s tokens per request: %.2fx"
+        % (format(max_model_len, ","), tokens / float(max_model_len)), "kv_cache_utils.py:2147")
+
+
+def log_draft_kernel():
+    """vLLM's kernel choice for the W4A16 draft's layers (compressed_tensors_wNa16.py)."""
+    log("Using %s for CompressedTensorsWNA16" % "MarlinLinearKernel", "compressed_tensors_wNa16.py:137")
 
 
 def parser():
@@ -115,42 +137,63 @@ class Engine:
         self.acceptance = float(os.environ.get("LAGUNA_STANDIN_ACCEPTANCE", "0.75"))
         self.lock = threading.Lock()
         self.counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "prompt": 0, "generation": 0}
+        # Timing and acceptance come from the speed model (speed_model.py).
+        self.speed = speed_model.SpeedModel(self.spec["num_speculative_tokens"] if self.spec else 0)
+        self.counters["accepted_per_pos"] = [0] * self.speed.k
 
-    def steps(self, max_tokens):
-        """Token groups as the target would emit them, one group per step."""
-        k = self.spec["num_speculative_tokens"] if self.spec else 0
-        per_step = 1 + int(round(k * self.acceptance)) if k else 1
-        produced = 0
-        while produced < max_tokens:
-            group = min(per_step, max_tokens - produced)
+    def steps(self, max_tokens, prompt="", prompt_tokens=0):
+        """Token groups as the target would emit them: the prefill's, then one per step."""
+        k = self.speed.k
+        due = time.monotonic()  # a schedule, so that sleep overheads do not add up
+        for wait, group, accepted in self.speed.steps(prompt, prompt_tokens, max_tokens):
+            due += wait
+            time.sleep(max(0.0, due - time.monotonic()))
             with self.lock:
-                if k:
+                if accepted is not None:
                     self.counters["drafts"] += 1
                     self.counters["draft_tokens"] += k
-                    self.counters["accepted"] += group - 1
-                self.counters["generation"] += group
-            time.sleep(group / self.rate)
-            yield [REPLY[(produced + i) % len(REPLY)] + " " for i in range(group)]
-            produced += group
+                    self.counters["accepted"] += accepted
+                    for pos in range(accepted):
+                        self.counters["accepted_per_pos"][pos] += 1
+                self.counters["generation"] += len(group)
+            yield group
 
     def metrics(self):
-        c, labels = self.counters, '{engine="0",model_name="%s"}' % self.name
-        lines = [
-            "# TYPE vllm:prompt_tokens_total counter",
-            "vllm:prompt_tokens_total%s %d" % (labels, c["prompt"]),
-            "# TYPE vllm:generation_tokens_total counter",
-            "vllm:generation_tokens_total%s %d" % (labels, c["generation"]),
-        ]
+        """/metrics as vLLM 0.25.1 writes it (prometheus_client's text format).
+
+        The same families, types, label names and sample names as vLLM's
+        PrometheusStatLogger registers, counters with their `_created` gauges
+        (tests/conformance/test_vllm_metrics.py compares them with vLLM's own).
+        """
+        c, labels = self.counters, {"engine": "0", "model_name": self.name}
+        out = []
+
+        def family(name, kind, doc, samples):
+            out.append("# HELP %s %s" % (name, doc))
+            out.append("# TYPE %s %s" % (name, kind))
+            for extra, value in samples:
+                label_text = ",".join('%s="%s"' % kv for kv in sorted(dict(labels, **extra).items()))
+                out.append("%s{%s} %s" % (name, label_text, repr(float(value))))
+
+        def counter(name, doc, values):
+            family(name + "_total", "counter", doc, values)
+            family(name + "_created", "gauge", doc, [(extra, self.started) for extra, _ in values])
+
+        family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", [({}, c["prompt"])])
+        counter("vllm:generation_tokens", "Number of generation tokens processed.", [({}, c["generation"])])
         if self.spec:
-            lines += [
-                "# TYPE vllm:spec_decode_num_drafts_total counter",
-                "vllm:spec_decode_num_drafts_total%s %d" % (labels, c["drafts"]),
-                "# TYPE vllm:spec_decode_num_draft_tokens_total counter",
-                "vllm:spec_decode_num_draft_tokens_total%s %d" % (labels, c["draft_tokens"]),
-                "# TYPE vllm:spec_decode_num_accepted_tokens_total counter",
-                "vllm:spec_decode_num_accepted_tokens_total%s %d" % (labels, c["accepted"]),
-            ]
-        return "\n".join(lines) + "\n"
+            counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", [({}, c["drafts"])])
+            counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", [({}, c["draft_tokens"])])
+            counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", [({}, c["accepted"])])
+            counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                    [({"position": str(pos)}, count) for pos, count in enumerate(c.get("accepted_per_pos", []))])
+        return "\n".join(out) + "\n"
+
+    @property
+    def started(self):
+        if not hasattr(self, "_started"):
+            self._started = time.time()
+        return self._started
 
 
 def handler_for(engine):
@@ -188,23 +231,33 @@ def handler_for(engine):
                 req = json.loads(self.rfile.read(length) or b"{}")
             except ValueError:
                 return self.send(400, {"error": "invalid JSON"})
+            if self.path in ("/tokenize", "/detokenize"):
+                return self.send(*speed_model.tokenizer_endpoint(self.path, req, engine.name, engine.max_model_len))
             if self.path not in ("/v1/chat/completions", "/v1/completions"):
                 return self.send(404, {"error": "not found"})
             if req.get("model") not in (None, engine.name):
                 return self.send(404, {"error": {"message": "The model `%s` does not exist." % req.get("model")}})
             chat = self.path.endswith("chat/completions")
-            prompt = "".join(m.get("content", "") for m in req.get("messages", [])) if chat else str(req.get("prompt", ""))
-            prompt_tokens = max(1, int(len(prompt) / 3.5))
+            prompt = speed_model.prompt_text(req, chat)
+            prompt_tokens = len(speed_model.prompt_ids(req, chat))
+            max_tokens = int(req.get("max_tokens") or 16)
+            if speed_model.too_long(prompt_tokens, max_tokens, engine.max_model_len):
+                return self.send(*speed_model.too_long(prompt_tokens, max_tokens, engine.max_model_len))
             with engine.lock:
                 engine.counters["prompt"] += prompt_tokens
-            max_tokens = int(req.get("max_tokens") or 16)
+            with_ids = bool(req.get("return_token_ids"))
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
                      "total_tokens": prompt_tokens + max_tokens}
             rid, created = "cmpl-standin-%d" % time.time_ns(), int(time.time())
             if not req.get("stream"):
-                text = "".join(w for group in engine.steps(max_tokens) for w in group)
-                choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
-                          if chat else {"index": 0, "text": text, "finish_reason": "length"})
+                pieces = [w for group in engine.steps(max_tokens, prompt, prompt_tokens) for w in group]
+                text = "".join(pieces)
+                finish = "length" if len(pieces) >= max_tokens else "stop"
+                usage.update(completion_tokens=len(pieces), total_tokens=prompt_tokens + len(pieces))
+                choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                          if chat else {"index": 0, "text": text, "finish_reason": finish})
+                if with_ids:
+                    choice["token_ids"] = [speed_model.token_id(w) for w in pieces]
                 return self.send(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
                                        "created": created, "model": engine.name,
                                        "choices": [choice], "usage": usage})
@@ -218,9 +271,11 @@ def handler_for(engine):
                 self.wfile.flush()
 
             obj = "chat.completion.chunk" if chat else "text_completion"
-            for group in engine.steps(max_tokens):
+            for group in engine.steps(max_tokens, prompt, prompt_tokens):
                 piece = "".join(group)
                 choice = {"index": 0, "delta": {"content": piece}} if chat else {"index": 0, "text": piece}
+                if with_ids:
+                    choice["token_ids"] = [speed_model.token_id(w) for w in group]
                 event({"id": rid, "object": obj, "created": created, "model": engine.name, "choices": [choice]})
             if (req.get("stream_options") or {}).get("include_usage"):
                 event({"id": rid, "object": obj, "created": created, "model": engine.name,
@@ -241,9 +296,11 @@ def serve(args):
         if spec.get("method") != "dflash" or not os.path.isdir(spec.get("model", "")):
             raise SystemExit("ERROR: speculative config %s: need method dflash and a staged draft" % spec)
         load_draft(spec)
+        log_draft_kernel()
     if args.distributed_executor_backend == "ray":
         reserve_gpus(args.tensor_parallel_size * args.pipeline_parallel_size)
     engine = Engine(args.served_model_name or args.model, spec, args.max_model_len)
+    log_kv_cache(args.kv_cache_memory_bytes, args.max_model_len)
     server = ThreadingHTTPServer((args.host, args.port), handler_for(engine))
     server.daemon_threads = True
     log("Starting vLLM API server on http://%s:%d" % (args.host, args.port))

@@ -1,0 +1,221 @@
+"""Fault injection on the converged two-host cluster (molecule side effect).
+
+Each test injects one fault into the running cluster the way it happens to
+users, reruns the playbook as a user would (ansible-playbook with the
+installed collection, the scenario's inventory), and asserts the outcome:
+the cluster is back in the wanted state, or the run failed within a bounded
+time with a message naming the cause and the fix. The last test reruns the
+whole site playbook (changed=0) and checks that no model byte was lost.
+The tests run in file order: each leaves the cluster healthy for the next.
+"""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+EPHEMERAL = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
+INVENTORY = os.path.join(EPHEMERAL, "inventory")
+USER, UID = "spark", 1000
+HEAD, WORKER = "laguna-head", "laguna-worker"
+VENV = "/home/spark/venvs/vllm-025"
+MODELS = "/home/spark/models/hf"
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def podman(host, *cmd, user=None, check=True, timeout=60):
+    argv = ["podman", "exec"]
+    if user:
+        argv += ["-u", user, "-e", "XDG_RUNTIME_DIR=/run/user/%d" % UID]
+    proc = subprocess.run(argv + [host] + list(cmd), capture_output=True, text=True, timeout=timeout, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError("%s on %s: rc=%d %s" % (cmd, host, proc.returncode, proc.stderr))
+    return proc.stdout.strip()
+
+
+def unit(host, name, *props):
+    out = podman(host, "systemctl", "--user", "show", name + ".service",
+                 *("--property=" + p for p in props), user=USER)
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def play(*args, playbook="laguna.spark.site", timeout=900):
+    """Run a playbook of the installed collection; (rc, {host: changed}, output, seconds)."""
+    start = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, playbook] + list(args),
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    out = proc.stdout + proc.stderr
+    changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(out)}
+    return proc.returncode, changed, " ".join(out.split()), time.monotonic() - start
+
+
+def api(path, body=None):
+    script = ("import json, sys, urllib.request\n"
+              "body = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None\n"
+              "req = urllib.request.Request('http://127.0.0.1:8000' + sys.argv[1],"
+              " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json'})\n"
+              "print(urllib.request.urlopen(req, timeout=30).read().decode())\n")
+    args = [path] + ([json.dumps(body)] if body else [])
+    return podman(HEAD, "python3", "-c", script, *args)
+
+
+def vllm_pid():
+    return unit(HEAD, "laguna-vllm", "MainPID")["MainPID"]
+
+
+def healthy():
+    props = unit(HEAD, "laguna-vllm", "ActiveState")
+    models = json.loads(api("/v1/models"))
+    return props["ActiveState"] == "active" and [m["id"] for m in models["data"]] == ["laguna-s-fp8"]
+
+
+def model_digests():
+    return {host: podman(host, "bash", "-c", "cd %s && find . -type f ! -path '*/.cache/*' | sort | xargs sha256sum"
+                         % MODELS) for host in (HEAD, WORKER)}
+
+
+@pytest.fixture(scope="module")
+def digests_before():
+    return model_digests()
+
+
+def test_the_cluster_starts_healthy(digests_before):
+    assert healthy()
+    assert digests_before[HEAD] and digests_before[HEAD] == digests_before[WORKER]
+
+
+def test_a_killed_vllm_is_started_again():
+    podman(HEAD, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-vllm.service", user=USER)
+    rc, changed, out, _ = play("--tags", "vllm_serve")
+    assert rc == 0, out[-3000:]
+    assert changed[HEAD] >= 1 and healthy()
+
+
+def test_a_hung_vllm_is_found_within_the_bound_and_restarted():
+    before = vllm_pid()
+    podman(HEAD, "kill", "-STOP", before)
+    rc, changed, out, seconds = play("--tags", "vllm_serve", "-e", "vllm_serve_health_timeout=5")
+    assert rc == 0, out[-3000:]
+    assert vllm_pid() != before and healthy()
+    assert seconds < 300, "found and restarted in %.0f s" % seconds
+
+
+def test_a_killed_worker_raylet_restarts_the_raylet_and_vllm():
+    before = vllm_pid()
+    podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
+    rc, changed, out, _ = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0, out[-3000:]
+    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
+    # vLLM's Ray workers died with the raylet: it must not keep running on a
+    # half-dead placement group.
+    assert vllm_pid() != before and healthy()
+
+
+def test_a_changed_worker_gid_index_restarts_every_service_that_captured_it():
+    types = "/opt/laguna-standin/sys/class/infiniband/rocep1s0f1/ports/1"
+    gids = podman(WORKER, "bash", "-c", "grep -l ffff:0a59:4d0c %s/gids/*" % types).split()
+    old = [os.path.basename(g) for g in gids]
+    new = "7"
+    mapped = podman(WORKER, "cat", gids[0])
+    # The address moves to slot 7 (a RoCE v2 GID there), as after an address change.
+    podman(WORKER, "bash", "-c",
+           "for i in %s; do echo 0000:0000:0000:0000:0000:0000:0000:0000 > %s/gids/$i; done; "
+           "echo %s > %s/gids/%s; echo 'RoCE v2' > %s/gid_attrs/types/%s; echo enp1s0f1np1 > %s/gid_attrs/ndevs/%s"
+           % (" ".join(old), types, mapped, types, new, types, new, types, new))
+    before_worker = unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
+    before_vllm = vllm_pid()
+    rc, changed, out, _ = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0, out[-3000:]
+    env = unit(WORKER, "laguna-ray-worker", "Environment")["Environment"]
+    assert "NCCL_IB_GID_INDEX=7" in env.split() or "NCCL_IB_ADDR_RANGE" in env
+    assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] != before_worker
+    assert vllm_pid() != before_vllm and healthy()
+    rc, changed, out, _ = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+
+
+def test_a_stray_vllm_serve_beside_the_unit_is_stopped_and_the_unit_is_not():
+    unit_pid = vllm_pid()
+    podman(HEAD, "bash", "-c", "nohup -- bash -c 'exec -a \"vllm serve /models/manual\" sleep 600' "
+                               ">/dev/null 2>&1 &", user=USER)
+    time.sleep(1)
+    assert podman(HEAD, "pgrep", "-f", "vllm serve /models/manual", check=False)
+    rc, changed, out, _ = play("--tags", "preflight")
+    assert rc == 0, out[-3000:]
+    assert not podman(HEAD, "pgrep", "-f", "vllm serve /models/manual", check=False)
+    assert vllm_pid() == unit_pid and healthy()
+
+
+def test_a_port_held_by_another_program_fails_fast_naming_it():
+    podman(HEAD, "systemctl", "--user", "stop", "laguna-vllm.service", user=USER)
+    podman(HEAD, "bash", "-c", "nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
+    try:
+        time.sleep(1)
+        rc, _, out, seconds = play("--tags", "vllm_serve")
+        assert rc != 0
+        assert "Port 8000 is held by" in out and "http.server" in out
+        assert seconds < 240
+    finally:
+        podman(HEAD, "pkill", "-f", "http.server 8000", check=False)
+    rc, _, out, _ = play("--tags", "vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+
+
+def test_a_gpu_held_by_another_ray_job_is_refused_before_vllm_waits_forever():
+    podman(HEAD, "systemctl", "--user", "stop", "laguna-vllm.service", user=USER)
+    holder = ("import ray, time\n"
+              "ray.init(address='10.89.77.11:6379')\n"
+              "@ray.remote(num_gpus=1)\n"
+              "class Holder:\n"
+              "    def ping(self):\n"
+              "        return 1\n"
+              "h = Holder.remote()\n"
+              "ray.get(h.ping.remote())\n"
+              "open('/tmp/holder.ready', 'w').close()\n"
+              "time.sleep(600)\n")
+    podman(HEAD, "bash", "-c", "rm -f /tmp/holder.ready; nohup %s/bin/python -c %s >/tmp/holder.log 2>&1 &"
+           % (VENV, json.dumps(holder)), user=USER)
+    try:
+        for _ in range(60):
+            if subprocess.run(["podman", "exec", HEAD, "test", "-e", "/tmp/holder.ready"],
+                              check=False).returncode == 0:
+                break
+            time.sleep(2)
+        else:
+            raise AssertionError(podman(HEAD, "cat", "/tmp/holder.log", check=False))
+        rc, _, out, _ = play("--tags", "vllm_serve")
+        assert rc != 0
+        assert "needs 2 free GPU(s)" in out and "Another Ray job holds GPUs" in out
+    finally:
+        podman(HEAD, "pkill", "-f", "class Holder", check=False)
+    time.sleep(3)
+    rc, _, out, _ = play("--tags", "vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+
+
+def test_out_of_range_values_are_refused_before_anything_restarts():
+    before = vllm_pid()
+    rc, _, out, seconds = play("-e", "vllm_serve_num_speculative_tokens=0",
+                               "-e", "vllm_serve_kv_cache_memory_bytes=-1")
+    assert rc != 0
+    assert "vllm_serve_num_speculative_tokens" in out and "vllm_serve_kv_cache_memory_bytes" in out
+    assert vllm_pid() == before and seconds < 240
+
+
+def test_a_smaller_deployment_than_the_running_one_is_refused():
+    before = vllm_pid()
+    rc, _, out, _ = play("--tags", "vllm_serve", "-e", "laguna_worker_group=no_such_group")
+    assert rc != 0
+    assert "laguna_allow_shrink" in out
+    assert vllm_pid() == before
+
+
+def test_a_full_rerun_changes_nothing_and_no_model_byte_was_lost(digests_before):
+    rc, changed, out, _ = play()
+    assert rc == 0, out[-3000:]
+    assert changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+    assert model_digests() == digests_before

@@ -1,0 +1,523 @@
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+"""Check the collection's variables as a play sees them.
+
+One source of truth per fact about a variable:
+
+* its type, element type, choices and sub-options: the role's
+  ``meta/argument_specs.yml`` (ansible-lint's schema refuses extra keys there,
+  so no bounds in that file);
+* its range or format: ``BOUNDS`` below, keyed by variable name.
+
+A unit test keeps the two consistent: every bounded name is declared in some
+``argument_specs.yml`` with a matching type, and every declared int, str,
+path or list variable has a bound.
+
+Ansible cannot write a coerced value back over an extra var (``-e k=6``
+arrives as the string ``"6"`` with the highest precedence), so this module
+only *reports* the coerced values; the consumers are typed (module options,
+``| int``, ``| bool``). What it enforces is that every value *can* be coerced
+to its declared type and lies in range, that no variable with one of the
+collection's prefixes is unknown to the collection (a misspelling is named,
+with the closest known name), and that the cluster is consistent (one head,
+a distinct RoCE address per node, no silent shrink of a running deployment).
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+# Variables whose name starts with one of these (and "_") belong to the
+# collection: a name nothing in the collection mentions is reported.
+PREFIXES = ("laguna", "preflight", "staging", "vllm_patch", "ray_cluster", "vllm_serve",
+            "fabric_env", "fabric", "linger", "teardown", "venv", "ssh_mesh", "network_gate",
+            "draft_quant", "benchmark")
+
+
+class Bound(object):
+    """Range or format of one variable (applied after type coercion)."""
+
+    def __init__(self, min=None, max=None, fmt=None, elements=None, keys=None, min_items=None,
+                 nullable=True):
+        self.min, self.max, self.fmt = min, max, fmt
+        self.elements, self.keys, self.min_items = elements, keys, min_items
+        self.nullable = nullable
+
+    def describe(self):
+        parts = []
+        if self.min is not None and self.max is not None:
+            parts.append("between %s and %s" % (self.min, self.max))
+        elif self.min is not None:
+            parts.append(">= %s" % self.min)
+        elif self.max is not None:
+            parts.append("<= %s" % self.max)
+        if self.fmt:
+            parts.append(FORMATS[self.fmt][1])
+        if self.min_items:
+            parts.append("at least %d item(s)" % self.min_items)
+        if self.elements:
+            parts.append("each item %s" % FORMATS[self.elements][1])
+        if self.keys:
+            parts.append("each key %s" % FORMATS[self.keys][1])
+        return ", ".join(parts)
+
+
+def _ipv4(value):
+    try:
+        ipaddress.IPv4Address(str(value))
+        return True
+    except ValueError:
+        return False
+
+
+def _host(value):
+    return _ipv4(value) or value == "::" or bool(re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$", value))
+
+
+_MEMORY = re.compile(r"^(infinity|[0-9]+(\.[0-9]+)?[KMGTPE]?|[0-9]+(\.[0-9]+)?%)$")
+
+# name -> (test, human description)
+FORMATS = {
+    "memory": (lambda v: bool(_MEMORY.match(v)),
+               "a systemd memory size (bytes with an optional K, M, G, T, P or E suffix, a percentage, or infinity)"),
+    "abspath": (lambda v: v.startswith("/"),
+                "an absolute path (no ~: it would expand to the connecting user's home)"),
+    "ipv4": (_ipv4, "an IPv4 address"),
+    "host": (_host, "an IP address or host name"),
+    "unit": (lambda v: bool(re.match(r"^[A-Za-z0-9:_.\\@-]+$", v)), "a systemd unit name"),
+    "ifname": (lambda v: bool(re.match(r"^[^\s/:]{1,15}$", v)), "a network interface name (1-15 characters)"),
+    "word": (lambda v: bool(re.match(r"^\S+$", v)), "a non-empty word without spaces"),
+    "text": (lambda v: bool(v.strip()), "non-empty text"),
+    "version": (lambda v: bool(re.match(r"^[0-9]+(\.[0-9]+)*$", v)), "a version such as 580 or 580.95"),
+    "repo": (lambda v: bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$", v)),
+             "a Hugging Face repo id (owner/name)"),
+    "envname": (lambda v: bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", v)), "an environment variable name"),
+    "property": (lambda v: bool(re.match(r"^[A-Z][A-Za-z0-9]*$", v)), "a systemd property name such as MemoryMax"),
+    "url": (lambda v: bool(re.match(r"^(https?|file)://\S+$", v)), "an http(s) or file URL"),
+    "option": (lambda v: bool(v) and not v.isspace(), "a non-empty command-line argument"),
+}
+
+ANY = Bound()  # declared free-form: any value of the declared type
+PORT = Bound(min=1, max=65535)
+SECONDS = Bound(min=1, max=7 * 24 * 3600)
+COUNT = Bound(min=1)
+
+# Range or format of every variable the roles declare. Types live in the
+# roles' meta/argument_specs.yml.
+BOUNDS = {
+    # common
+    "laguna_user": Bound(fmt="word", nullable=False),
+    "laguna_home": Bound(fmt="abspath"),
+    "laguna_venv": Bound(fmt="abspath", nullable=False),
+    "laguna_cuda_home": Bound(fmt="abspath"),
+    "laguna_head_group": Bound(fmt="word"),
+    "laguna_worker_group": Bound(fmt="word"),
+    "laguna_gpus_per_node": Bound(min=1, max=8),
+    "laguna_hca": Bound(fmt="word"),
+    "laguna_hca_port": Bound(min=1, max=255),
+    "laguna_roce_ifname": Bound(fmt="ifname"),
+    "laguna_roce_ip": Bound(fmt="ipv4", nullable=False),
+    "laguna_sysfs_infiniband": Bound(fmt="abspath"),
+    "laguna_model_repo": Bound(fmt="repo"),
+    "laguna_model_path": Bound(fmt="abspath", nullable=False),
+    "laguna_model_shards": COUNT,
+    "laguna_draft_repo": Bound(fmt="repo"),
+    "laguna_draft_path": Bound(fmt="abspath", nullable=False),
+    "laguna_ray_port": PORT,
+    "laguna_api_port": PORT,
+    "laguna_ray_head_unit": Bound(fmt="unit"),
+    "laguna_ray_worker_unit": Bound(fmt="unit"),
+    "laguna_vllm_unit": Bound(fmt="unit"),
+    # preflight
+    "preflight_min_driver_version": Bound(fmt="version"),
+    "preflight_nvidia_smi": Bound(fmt="word"),
+    "preflight_min_free_gb": Bound(min=0, max=100000),
+    "preflight_venv_executables": Bound(elements="word"),
+    "preflight_head_executables": Bound(elements="word"),
+    "preflight_sysfs_net": Bound(fmt="abspath"),
+    "preflight_ssh_options": Bound(elements="option"),
+    "preflight_stray_pattern": Bound(fmt="text"),
+    "preflight_stray_action": ANY,  # choices in the spec
+    "preflight_stray_timeout": Bound(min=1, max=600),
+    # linger
+    "linger_wait_timeout": SECONDS,
+    # staging
+    "staging_artifacts": Bound(min_items=1),
+    "staging_shard_pattern": Bound(fmt="word"),
+    "staging_hf_bin": Bound(fmt="abspath"),
+    "staging_hf_environment": Bound(keys="envname"),
+    "staging_download_timeout": SECONDS,
+    "staging_progress_interval": Bound(min=1, max=3600),
+    "staging_hash_cache": Bound(fmt="abspath"),
+    "staging_mirror_streams": Bound(min=1, max=64),
+    "staging_mirror_timeout": SECONDS,
+    "staging_rsync_options": Bound(elements="option"),
+    "staging_ssh_cipher": Bound(fmt="word"),
+    "staging_ssh_options": Bound(elements="option"),
+    # vllm_patch
+    "vllm_patch_path": Bound(fmt="abspath"),
+    # ray_cluster
+    "ray_cluster_num_gpus": Bound(min=1, max=8),
+    "ray_cluster_num_cpus": Bound(min=1),
+    "ray_cluster_object_store_memory": Bound(min=78643200),  # Ray's own minimum, 75 MiB
+    "ray_cluster_extra_args": Bound(elements="option"),
+    "ray_cluster_limit_memlock": Bound(fmt="memory"),
+    "ray_cluster_memory_high": Bound(fmt="memory"),
+    "ray_cluster_head_memory_max": Bound(fmt="memory"),
+    "ray_cluster_worker_memory_max": Bound(fmt="memory"),
+    "ray_cluster_memory_swap_max": Bound(fmt="memory"),
+    "ray_cluster_extra_properties": Bound(keys="property"),
+    "ray_cluster_environment": Bound(keys="envname"),
+    "ray_cluster_expected_nodes": COUNT,
+    "ray_cluster_expected_gpus": COUNT,
+    "ray_cluster_wait_retries": Bound(min=1, max=10000),
+    "ray_cluster_wait_delay": Bound(min=1, max=600),
+    "ray_cluster_status_timeout": SECONDS,
+    # fabric_env
+    "fabric_env_extra": Bound(keys="envname"),
+    "fabric_env_gid_type": Bound(fmt="text"),
+    "fabric_env_path_prepend": Bound(elements="abspath"),
+    "fabric_env_path_base": Bound(fmt="text"),
+    "fabric_env_ray_memory_monitor_refresh_ms": Bound(min=0, max=3600000),
+    # fabric
+    "fabric_confirm_timeout": SECONDS,
+    "fabric_gid_policy": ANY,  # choices in the spec
+    "fabric_min_twins": Bound(min=1, max=8),
+    "fabric_mtu": Bound(min=1280, max=9216),
+    "fabric_netplan_file": Bound(fmt="abspath"),
+    "fabric_netplan_renderer": ANY,  # "" keeps the system default
+    "fabric_prefix": Bound(min=8, max=30),
+    "fabric_rollback_seconds": SECONDS,
+    "fabric_sysfs_net": Bound(fmt="abspath"),
+    "fabric_twin_addresses": Bound(elements="ipv4"),
+    # network_gate
+    "network_gate_base_port": Bound(min=1024, max=65000),
+    "network_gate_duration": Bound(min=1, max=3600),
+    "network_gate_min_gbps_per_device": Bound(min=0, max=1000),
+    "network_gate_min_gbps_total": Bound(min=0, max=10000),
+    "network_gate_package": Bound(fmt="word"),
+    "network_gate_qps": Bound(min=1, max=1024),
+    "network_gate_size": Bound(min=1, max=1 << 30),
+    "network_gate_tool": ANY,  # choices in the spec
+    "network_gate_tool_path": Bound(fmt="word"),
+    # ssh_mesh
+    "ssh_mesh_connect_timeout": Bound(min=1, max=600),
+    "ssh_mesh_extra_address_vars": Bound(elements="envname"),
+    "ssh_mesh_host_key_dir": Bound(fmt="abspath"),
+    "ssh_mesh_host_key_types": Bound(elements="word"),
+    "ssh_mesh_key_type": ANY,  # choices in the spec
+    # venv
+    "venv_executables": Bound(elements="word"),
+    "venv_extra_index_urls": Bound(elements="url"),
+    "venv_index_url": Bound(fmt="url"),
+    "venv_install_timeout": SECONDS,
+    "venv_path": Bound(fmt="abspath"),
+    "venv_path_base": Bound(fmt="text"),
+    "venv_pins": Bound(elements="word"),
+    "venv_pip_args": Bound(elements="option"),
+    "venv_python": Bound(fmt="abspath"),
+    "venv_system_packages": Bound(elements="word"),
+    # vllm_serve
+    "vllm_serve_served_model_name": Bound(fmt="word"),
+    "vllm_serve_host": Bound(fmt="host"),
+    "vllm_serve_tensor_parallel_size": Bound(min=1, max=64),
+    "vllm_serve_distributed_executor_backend": Bound(fmt="word"),
+    "vllm_serve_max_model_len": Bound(min=1, max=262144),
+    "vllm_serve_kv_cache_memory_bytes": Bound(min=1),
+    "vllm_serve_max_num_seqs": Bound(min=1, max=1024),
+    "vllm_serve_max_num_batched_tokens": Bound(min=1),
+    "vllm_serve_extra_args": Bound(elements="option"),
+    "vllm_serve_speculative_method": Bound(fmt="word"),
+    "vllm_serve_num_speculative_tokens": Bound(min=1, max=32),
+    "vllm_serve_memory_max": Bound(fmt="memory"),
+    "vllm_serve_memory_swap_max": Bound(fmt="memory"),
+    "vllm_serve_extra_properties": Bound(keys="property"),
+    "vllm_serve_environment": Bound(keys="envname"),
+    "vllm_serve_api_retries": Bound(min=1, max=10000),
+    "vllm_serve_api_delay": Bound(min=1, max=600),
+    "vllm_serve_request_timeout": SECONDS,
+    "vllm_serve_ray_status_timeout": SECONDS,
+    "vllm_serve_smoke_prompt": Bound(fmt="text"),
+    "vllm_serve_smoke_expect": ANY,  # "" accepts any answer
+    "vllm_serve_gpu_memory_utilization": Bound(min=0.05, max=1.0),
+    "vllm_serve_health_timeout": Bound(min=1, max=3600),
+    "vllm_serve_smoke_max_tokens": Bound(min=1, max=262144),
+    "vllm_serve_warmup_requests": Bound(min=0, max=100),
+    "vllm_serve_warmup_max_tokens": Bound(min=1, max=262144),
+    "vllm_serve_draft_target_family": ANY,  # choices in the spec
+    # draft_quant
+    "draft_quant_group_size": ANY,  # choices in the spec
+    "draft_quant_hf_bin": Bound(fmt="abspath"),
+    "draft_quant_ignore": Bound(elements="option"),
+    "draft_quant_output_path": Bound(fmt="abspath"),
+    "draft_quant_packages": Bound(elements="word"),
+    "draft_quant_pip_extra_args": ANY,  # "" for none
+    "draft_quant_python": Bound(fmt="word"),
+    "draft_quant_source_path": Bound(fmt="abspath"),
+    "draft_quant_source_repo": Bound(fmt="repo"),
+    "draft_quant_targets": Bound(elements="option"),
+    "draft_quant_timeout": SECONDS,
+    "draft_quant_venv": Bound(fmt="abspath"),
+    # teardown
+    "teardown_stray_pattern": Bound(fmt="text"),
+    # config_check itself (proposed for roles/common)
+    "laguna_unknown_variables": ANY,  # choices fail, warn
+    "laguna_allow_shrink": ANY,
+}
+
+# Spec keys the checker passes on to Ansible's validator for one variable.
+_SPEC_KEYS = ("type", "elements", "choices", "options", "no_log", "aliases", "mutually_exclusive",
+              "required_together", "required_one_of", "required_if", "required_by")
+
+
+def merge_specs(documents):
+    """Options of every entry point of every argument_specs.yml -> {name: spec}.
+
+    ``documents`` is a list of parsed files (``{"argument_specs": {...}}``).
+    Returns (specs, conflicts); a name declared with different types is a
+    conflict (the collection contradicts itself).
+    """
+    specs, conflicts = {}, []
+    for document in documents or []:
+        entries = (document or {}).get("argument_specs") or {}
+        for entry in entries.values():
+            for name, spec in ((entry or {}).get("options") or {}).items():
+                spec = dict(spec or {})
+                if name in specs:
+                    old = specs[name]
+                    if (old.get("type", "str"), old.get("elements")) != (spec.get("type", "str"), spec.get("elements")):
+                        conflicts.append("%s is declared as %s and as %s" % (
+                            name, type_text(old), type_text(spec)))
+                    continue
+                specs[name] = spec
+    return specs, conflicts
+
+
+def type_text(spec):
+    text = spec.get("type", "str")
+    if spec.get("elements"):
+        text += " of %s" % spec["elements"]
+    if spec.get("choices"):
+        text += " (one of %s)" % ", ".join(str(c) for c in spec["choices"])
+    return text
+
+
+def _validator_spec(spec):
+    out = dict((k, v) for k, v in spec.items() if k in _SPEC_KEYS and v is not None)
+    out.setdefault("type", "str")
+    return out
+
+
+def coerce(name, spec, value):
+    """(coerced value, error or None) with Ansible's own type conversion."""
+    validator = ArgumentSpecValidator({name: _validator_spec(spec)})
+    result = validator.validate({name: value})
+    if result.error_messages:
+        return value, "; ".join(result.error_messages)
+    return result.validated_parameters.get(name), None
+
+
+def check_bound(bound, raw, value):
+    """Problems of one coerced value against its Bound."""
+    problems = []
+    if isinstance(value, bool):
+        return problems
+    if isinstance(value, (int, float)):
+        if bound.min is not None and value < bound.min:
+            problems.append("below the minimum %s" % bound.min)
+        if bound.max is not None and value > bound.max:
+            problems.append("above the maximum %s" % bound.max)
+    if bound.fmt and isinstance(value, str):
+        # A path is checked as given: type=path already expanded ~ with the
+        # connecting user's home.
+        given = raw if isinstance(raw, str) else value
+        test, text = FORMATS[bound.fmt]
+        if not test(given):
+            problems.append("not %s" % text)
+    if isinstance(value, list):
+        if bound.min_items and len(value) < bound.min_items:
+            problems.append("fewer than %d item(s)" % bound.min_items)
+        if bound.elements:
+            test, text = FORMATS[bound.elements]
+            bad = [item for item in value if not (isinstance(item, str) and test(item))]
+            if bad:
+                problems.append("item(s) %s not %s" % (", ".join(repr(b) for b in bad), text))
+    if isinstance(value, dict) and bound.keys:
+        test, text = FORMATS[bound.keys]
+        bad = [key for key in value if not test(str(key))]
+        if bad:
+            problems.append("key(s) %s not %s" % (", ".join(repr(b) for b in bad), text))
+    return problems
+
+
+def _show(value):
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def check_values(specs, values, bounds=None):
+    """Coerce and range-check ``values`` (only names that are defined).
+
+    Returns (coerced values, names whose value changed type, problems).
+    """
+    bounds = BOUNDS if bounds is None else bounds
+    coerced, converted, problems = {}, [], []
+    for name in sorted(values):
+        if name not in specs:
+            continue
+        spec, raw = specs[name], values[name]
+        bound = bounds.get(name)
+        if raw is None:
+            if spec.get("required") or (bound is not None and not bound.nullable):
+                problems.append("%s is null; it must be set (%s)." % (name, type_text(spec)))
+            coerced[name] = None
+            continue
+        value, error = coerce(name, spec, raw)
+        if error:
+            problems.append("%s=%s: expected %s%s (%s)." % (
+                name, _show(raw), type_text(spec),
+                ", " + bound.describe() if bound is not None and bound.describe() else "", error))
+            continue
+        coerced[name] = value
+        if type(value) is not type(raw):
+            converted.append(name)
+        if bound is not None:
+            failed = check_bound(bound, raw, value)
+            if failed:
+                problems.append("%s=%s: %s; expected %s%s." % (
+                    name, _show(raw), "; ".join(failed), type_text(spec),
+                    ", " + bound.describe() if bound.describe() else ""))
+    return coerced, converted, problems
+
+
+def as_int(value, fallback):
+    """``value`` as an int (Ansible's conversion), ``fallback`` when unset or not an integer."""
+    if value is None or isinstance(value, bool):
+        return fallback
+    converted, error = coerce("value", {"type": "int"}, value)
+    return fallback if error else converted
+
+
+def parse_memory(text):
+    """systemd memory size -> bytes (None for infinity or a percentage)."""
+    text = str(text)
+    if text == "infinity" or text.endswith("%"):
+        return None
+    factor = 1
+    if text[-1] in "KMGTPE":
+        factor = 1024 ** ("KMGTPE".index(text[-1]) + 1)
+        text = text[:-1]
+    return int(float(text) * factor)
+
+
+def check_relations(coerced, nodes=None):
+    """Problems between variables (only those defined in this play)."""
+    problems = []
+    gpus = coerced.get("laguna_gpus_per_node")
+    tp = coerced.get("vllm_serve_tensor_parallel_size")
+    if nodes and gpus and tp and tp > nodes * gpus:
+        problems.append(
+            "vllm_serve_tensor_parallel_size=%s needs %s GPUs, but the cluster has %d node(s) x "
+            "laguna_gpus_per_node=%s = %d GPU(s)." % (tp, tp, nodes, gpus, nodes * gpus))
+    high = coerced.get("ray_cluster_memory_high")
+    for cap in ("ray_cluster_head_memory_max", "ray_cluster_worker_memory_max"):
+        top = coerced.get(cap)
+        if not high or not top:
+            continue
+        try:
+            h, t = parse_memory(high), parse_memory(top)
+        except ValueError:
+            continue
+        if h is not None and t is not None and h > t:
+            problems.append("ray_cluster_memory_high=%s is above %s=%s." % (high, cap, top))
+    poll, timeout = coerced.get("staging_progress_interval"), coerced.get("staging_download_timeout")
+    if poll and timeout and poll > timeout:
+        problems.append("staging_progress_interval=%s is longer than staging_download_timeout=%s." % (poll, timeout))
+    return problems
+
+
+def has_prefix(name, prefixes=PREFIXES):
+    return any(name.startswith(prefix + "_") for prefix in prefixes)
+
+
+def unknown_variables(defined, known, prefixes=PREFIXES, candidates=None):
+    """Defined names with a collection prefix that nothing in the collection knows.
+
+    Returns [{"name", "suggestion"}] (suggestion None when nothing is close).
+    """
+    known = set(known)
+    pool = sorted(set(candidates) if candidates is not None else known)
+    found = []
+    for name in sorted(set(defined)):
+        if not has_prefix(name, prefixes) or name in known:
+            continue
+        close = difflib.get_close_matches(name, pool, n=1, cutoff=0.85)
+        found.append({"name": name, "suggestion": close[0] if close else None})
+    return found
+
+
+def unknown_text(item):
+    if item["suggestion"]:
+        return "%s is not a variable of laguna.spark (did you mean %s?)." % (item["name"], item["suggestion"])
+    return "%s is not a variable of laguna.spark; nothing in the collection reads it." % item["name"]
+
+
+def check_cluster(head_hosts, head_group, roce_ips):
+    """One head, and a distinct valid RoCE address for every node."""
+    problems = []
+    head_hosts = list(head_hosts or [])
+    if len(head_hosts) != 1:
+        problems.append("Group %s must hold exactly one host; it has %d (%s)." % (
+            head_group, len(head_hosts), ", ".join(head_hosts) or "none"))
+    owners = {}
+    for host in sorted(roce_ips or {}):
+        address = roce_ips[host]
+        if address in (None, ""):
+            problems.append("%s has no laguna_roce_ip (its IPv4 address on the RoCE link)." % host)
+            continue
+        if not _ipv4(address):
+            problems.append("%s has laguna_roce_ip=%s, which is not an IPv4 address." % (host, _show(address)))
+            continue
+        owners.setdefault(str(address), []).append(host)
+    for address in sorted(owners):
+        if len(owners[address]) > 1:
+            problems.append("laguna_roce_ip %s is given to %d hosts (%s); each node needs its own." % (
+                address, len(owners[address]), ", ".join(owners[address])))
+    return problems
+
+
+_TP_ARG = re.compile(r"(?:--tensor-parallel-size|-tp)(?:=|\s+)([0-9]+)")
+_TP_DESCRIPTION = re.compile(r"\(TP ([0-9]+)\)")
+
+
+def running_tensor_parallel_size(show):
+    """TP size of a running vLLM unit from `systemctl show` properties, or None.
+
+    ExecStart carries the command line; the Description that
+    systemd_run_service writes for vllm_serve carries "(TP N)" too.
+    """
+    if show.get("ActiveState") not in ("active", "activating", "reloading"):
+        return None
+    match = _TP_ARG.search(show.get("ExecStart") or "")
+    if match:
+        return int(match.group(1))
+    match = _TP_DESCRIPTION.search(show.get("Description") or "")
+    if match:
+        return int(match.group(1))
+    return None
+
+
+def check_shrink(running_tp, planned_tp, nodes, gpus_per_node, allow_shrink, unit, host):
+    if running_tp is None or planned_tp is None or planned_tp >= running_tp:
+        return []
+    if allow_shrink:
+        return []
+    return ["%s on %s is serving with --tensor-parallel-size %d; this run would restart it with %d "
+            "(%d node(s) x %d GPU(s) per node). If the inventory lost a node or laguna_gpus_per_node is "
+            "wrong, fix it; to shrink the deployment on purpose, set laguna_allow_shrink: true."
+            % (unit, host, running_tp, planned_tp, nodes, gpus_per_node)]

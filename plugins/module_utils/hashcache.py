@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+"""A per-node record of file checksums, so a no-op rerun hashes nothing.
+
+Each entry maps an absolute path to the sha256 (and git blob sha1) it had when
+its (size, mtime_ns, ctime_ns, inode, device) were what they are now. Any
+change to the file -- rewritten, truncated, replaced by rename, touched --
+changes one of those and the file is hashed again. ctime cannot be set from
+user space, so a same-size overwrite whose mtime was put back is still caught.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+CHUNK = 8 << 20
+VERSION = 1
+
+
+def stat_key(st):
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def hash_file(path, chunk=CHUNK, drop_cache=True):
+    """(sha256 hex, git blob sha1 hex) of a file, read once. With
+    ``drop_cache`` the pages read are released again, so verifying 121 GB
+    does not fill the unified memory the model is about to be loaded into."""
+    size = os.path.getsize(path)
+    sha256 = hashlib.sha256()
+    sha1 = hashlib.sha1(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        while True:
+            block = handle.read(chunk)
+            if not block:
+                break
+            sha256.update(block)
+            sha1.update(block)
+        if drop_cache and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    return sha256.hexdigest(), sha1.hexdigest()
+
+
+class HashCache:
+    """Load with ``HashCache.load(path)``; ``digest(path)`` returns the file's
+    digests and why they were (or were not) computed; ``dump()`` is the JSON to
+    write back (the caller writes it atomically)."""
+
+    def __init__(self, entries=None, ignore=False):
+        self.entries = entries or {}
+        self.ignore = ignore
+        self.hashed = []     # [{path, bytes, reason}]
+        self.reused = 0
+        self.dirty = False
+
+    @classmethod
+    def load(cls, path, ignore=False):
+        entries = {}
+        if path and os.path.exists(path):
+            try:
+                with open(path) as handle:
+                    data = json.load(handle)
+                if data.get("version") == VERSION and isinstance(data.get("files"), dict):
+                    entries = data["files"]
+            except (OSError, ValueError):
+                entries = {}
+        return cls(entries, ignore)
+
+    def digest(self, path):
+        """{'sha256', 'git_oid', 'size'} of ``path``, from the record when its stat is unchanged."""
+        path = os.path.abspath(path)
+        st = os.stat(path)
+        key = stat_key(st)
+        known = self.entries.get(path)
+        if known and known.get("stat") == key and not self.ignore:
+            self.reused += 1
+            return {"sha256": known["sha256"], "git_oid": known["git_oid"], "size": st.st_size}
+        if self.ignore:
+            reason = "full verification requested"
+        elif not known:
+            reason = "not hashed before"
+        else:
+            old = known.get("stat") or [None] * 5
+            names = ("size", "mtime", "ctime", "inode", "device")
+            changed = [names[i] for i in range(5) if i >= len(old) or old[i] != key[i]]
+            reason = "changed since last hashed (%s)" % ", ".join(changed)
+        sha256, git_oid = hash_file(path)
+        after = os.stat(path)
+        if stat_key(after) == key:  # not being written while we read it
+            self.entries[path] = {"stat": key, "sha256": sha256, "git_oid": git_oid}
+            self.dirty = True
+        self.hashed.append({"path": path, "bytes": st.st_size, "reason": reason})
+        return {"sha256": sha256, "git_oid": git_oid, "size": st.st_size}
+
+    def forget(self, path):
+        if self.entries.pop(os.path.abspath(path), None) is not None:
+            self.dirty = True
+
+    def prune(self, root):
+        """Drop entries under ``root`` whose file is gone."""
+        root = os.path.abspath(root) + os.sep
+        for path in [p for p in self.entries if p.startswith(root)]:
+            if not os.path.exists(path):
+                del self.entries[path]
+                self.dirty = True
+
+    def dump(self):
+        return json.dumps({"version": VERSION, "files": self.entries}, sort_keys=True)

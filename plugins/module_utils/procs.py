@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+"""Processes from /proc: command lines, the systemd unit that owns them, the
+sockets they listen on."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+_UNIT = re.compile(r"/([^/]+\.(?:service|scope))(?:/|$)")
+
+
+def _read(path, binary=False):
+    try:
+        with open(path, "rb" if binary else "r") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def cmdline(pid, proc="/proc"):
+    raw = _read(os.path.join(proc, str(pid), "cmdline"), binary=True)
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace") if raw else ""
+
+
+def unit_of(pid, proc="/proc"):
+    """The innermost systemd unit whose cgroup holds pid ("" if none)."""
+    text = _read(os.path.join(proc, str(pid), "cgroup")) or ""
+    for line in text.splitlines():
+        path = line.split(":", 2)[-1]
+        units = _UNIT.findall(path)
+        if units:
+            return units[-1]
+    return ""
+
+
+def owner_uid(pid, proc="/proc"):
+    try:
+        return os.stat(os.path.join(proc, str(pid))).st_uid
+    except OSError:
+        return None
+
+
+def pids(proc="/proc"):
+    return sorted(int(name) for name in os.listdir(proc) if name.isdigit())
+
+
+def matching(pattern, proc="/proc", exclude=()):
+    """[{pid, cmdline, unit, uid}] of processes whose command line matches."""
+    regex = re.compile(pattern)
+    found = []
+    for pid in pids(proc):
+        if pid in exclude:
+            continue
+        line = cmdline(pid, proc)
+        if line and regex.search(line):
+            found.append({"pid": pid, "cmdline": line, "unit": unit_of(pid, proc), "uid": owner_uid(pid, proc)})
+    return found
+
+
+def strays(found, unit):
+    """Processes not run by ``unit`` (a name with or without .service)."""
+    name = unit if "." in unit else unit + ".service"
+    return [p for p in found if p["unit"] != name]
+
+
+def terminate(pid_list, timeout, kill=os.kill, alive=None, sleep=time.sleep):
+    """SIGTERM, wait up to timeout seconds, then SIGKILL what is left.
+
+    Returns the pids that needed SIGKILL.
+    """
+    alive = alive or _alive
+    for pid in pid_list:
+        try:
+            kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    left = [p for p in pid_list if alive(p)]
+    while left and time.monotonic() < deadline:
+        sleep(0.2)
+        left = [p for p in left if alive(p)]
+    for pid in left:
+        try:
+            kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def _alive(pid):
+    stat = _read("/proc/%d/stat" % pid)
+    if stat is None:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def listeners(port, proc="/proc"):
+    """[{pid, cmdline, unit, address}] of processes listening on TCP port."""
+    inodes = {}
+    for table in ("tcp", "tcp6"):
+        text = _read(os.path.join(proc, "net", table)) or ""
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A":  # 0A = LISTEN
+                continue
+            address, _sep, hexport = fields[1].rpartition(":")
+            if int(hexport, 16) == port:
+                inodes[fields[9]] = address
+    found = []
+    if not inodes:
+        return found
+    for pid in pids(proc):
+        fd_dir = os.path.join(proc, str(pid), "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                found.append({"pid": pid, "cmdline": cmdline(pid, proc), "unit": unit_of(pid, proc),
+                              "address": inodes[target[8:-1]]})
+                break
+    return found

@@ -1,0 +1,113 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: hf_repo_manifest
+short_description: What the Hugging Face Hub publishes for a repo (files, sizes, sha256)
+version_added: "0.2.0"
+description:
+  - Resolves O(revision) of O(repo) to a commit and lists its files with
+    their sizes, the sha256 of LFS files and the git blob id of the others,
+    from the same endpoints C(hf download) uses
+    (C(/api/models/<repo>/revision/<rev>) and C(/api/models/<repo>/tree/<commit>)).
+  - The result is what M(laguna.spark.model_verify) checks a downloaded copy against.
+  - Read-only; supports check mode.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  repo:
+    description: Repo id, as C(owner/name).
+    type: str
+    required: true
+  revision:
+    description: Branch, tag or commit.
+    type: str
+    default: main
+  endpoint:
+    description: The Hub. Defaults to E(HF_ENDPOINT), else U(https://huggingface.co).
+    type: str
+  token:
+    description: Access token. Defaults to E(HF_TOKEN).
+    type: str
+  timeout:
+    description: Seconds per request.
+    type: int
+    default: 30
+author:
+  - laguna-spark developers
+"""
+
+EXAMPLES = r"""
+- name: What the Hub publishes for the target
+  laguna.spark.hf_repo_manifest:
+    repo: poolside/Laguna-S-2.1-FP8
+  environment:
+    HF_TOKEN: "{{ my_token }}"
+  register: hub
+"""
+
+RETURN = r"""
+commit:
+  description: The commit O(revision) resolves to.
+  returned: always
+  type: str
+files:
+  description: Path to V({size, sha256, git_oid}); V(sha256) is null for regular (non-LFS) files.
+  returned: always
+  type: dict
+total_bytes:
+  description: Sum of the files' sizes.
+  returned: always
+  type: int
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+from ansible_collections.laguna.spark.plugins.module_utils import model_stage
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repo=dict(type="str", required=True),
+            revision=dict(type="str", default="main"),
+            endpoint=dict(type="str"),
+            token=dict(type="str", no_log=True),
+            timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    endpoint = p["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    token = p["token"] or os.environ.get("HF_TOKEN")
+    headers = {"Accept": "application/json", "User-Agent": "laguna.spark"}
+    if token:
+        headers["Authorization"] = "Bearer %s" % token
+
+    def fetch(url):
+        response = open_url(url, headers=headers, timeout=p["timeout"], follow_redirects="safe")
+        return json.loads(response.read().decode("utf-8"))
+
+    try:
+        commit, files = model_stage.hub_manifest(fetch, endpoint, p["repo"], p["revision"])
+    except Exception as exc:  # HTTPError, URLError, ValueError: all mean "cannot tell"
+        module.fail_json(msg="cannot read %s@%s from %s: %s" % (p["repo"], p["revision"], endpoint, exc))
+    module.exit_json(changed=False, commit=commit, files=files,
+                     total_bytes=sum(f["size"] for f in files.values()))
+
+
+if __name__ == "__main__":
+    main()

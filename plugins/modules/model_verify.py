@@ -1,0 +1,281 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: model_verify
+short_description: Verify a model checkpoint by checksum, and repair what fails
+version_added: "0.2.0"
+description:
+  - Checks every file of O(expected) in O(path) by size, then by sha256 (LFS
+    files) or git blob id (regular files), as the Hugging Face Hub publishes
+    them (see M(laguna.spark.hf_repo_manifest)) or as another node's verified
+    RV(manifest) has them.
+  - Digests are kept in a per-node record (O(hash_cache)) keyed by path, size,
+    mtime, ctime, inode and device, so an unchanged file is never hashed twice;
+    RV(hashed) says which files were hashed and why.
+  - With O(repair) files that fail are removed (with the C(hf download)
+    metadata that would make C(hf) trust them), so that the next download or
+    mirror fetches them again from a good copy; O(extras=remove) also removes
+    files the reference does not have; O(clean_partials) removes what an
+    interrupted C(hf download) or rsync left behind in C(.cache).
+  - O(stop_downloads) first stops C(hf download) processes writing to
+    O(path) that an interrupted playbook left running.
+attributes:
+  check_mode:
+    support: full
+    details: Reports what it would remove; removes and stops nothing.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  path:
+    description: The checkpoint directory.
+    type: path
+    required: true
+  expected:
+    description:
+      - Relative path to V({size, sha256}) or V({size, git_oid}), for every
+        file a complete copy has.
+    type: dict
+    required: true
+  shard_pattern:
+    description: Glob that names a shard in the top directory.
+    type: str
+    default: "*.safetensors"
+  expected_shards:
+    description: How many shards O(expected) must name; unset means at least one.
+    type: int
+  hash_cache:
+    description: JSON file recording the digests of this node's files. Unset, nothing is recorded.
+    type: path
+  full:
+    description: Ignore the record and hash every file again.
+    type: bool
+    default: false
+  repair:
+    description: Remove files that fail verification (and, with O(extras=remove), extra files).
+    type: bool
+    default: false
+  extras:
+    description: What to do with files that O(expected) does not name (outside C(.cache)).
+    type: str
+    choices: [report, remove, ignore]
+    default: report
+  clean_partials:
+    description: Remove partial and stray files in C(.cache) (no download may be running).
+    type: bool
+    default: false
+  stop_downloads:
+    description: Stop C(hf download --local-dir <path>) processes first (SIGTERM, then SIGKILL).
+    type: bool
+    default: false
+author:
+  - laguna-spark developers
+"""
+
+EXAMPLES = r"""
+- name: What the Hub publishes
+  laguna.spark.hf_repo_manifest:
+    repo: poolside/Laguna-S-2.1-FP8
+  register: hub
+
+- name: Verify the head's copy against it, removing what fails
+  laguna.spark.model_verify:
+    path: /home/spark/models/hf/Laguna-S-2.1-FP8
+    expected: "{{ hub.files }}"
+    expected_shards: 24
+    hash_cache: /home/spark/.cache/laguna-spark/sha256.json
+    repair: true
+    clean_partials: true
+  register: head
+"""
+
+RETURN = r"""
+complete:
+  description: Whether every expected file is present and verified, and nothing stray is left.
+  returned: always
+  type: bool
+problems:
+  description: Why it is not complete.
+  returned: always
+  type: list
+  elements: str
+missing:
+  description: Expected files that are absent (or were removed as bad).
+  returned: always
+  type: list
+  elements: str
+bad:
+  description: Files that failed verification, with why (V(path), V(why)).
+  returned: always
+  type: list
+  elements: dict
+extra:
+  description: Files outside C(.cache) that O(expected) does not name.
+  returned: always
+  type: list
+  elements: str
+stray:
+  description: Partial or stray files in C(.cache) (C(*.incomplete), C(*.lock), other).
+  returned: always
+  type: list
+  elements: str
+partial:
+  description: Resumable rsync partial files (kept for the next mirror unless the file is good now).
+  returned: always
+  type: list
+  elements: str
+removed:
+  description: Files removed (none in check mode).
+  returned: always
+  type: list
+  elements: str
+refetch:
+  description: Expected files that a download or mirror has to bring (missing, or removed as bad).
+  returned: always
+  type: list
+  elements: str
+manifest:
+  description: Relative path to V({size, sha256, git_oid}) of every verified file.
+  returned: always
+  type: dict
+shard_count:
+  description: Verified shards.
+  returned: always
+  type: int
+verified:
+  description: How many files were verified.
+  returned: always
+  type: int
+total_bytes:
+  description: Bytes of the verified files.
+  returned: always
+  type: int
+expected_bytes:
+  description: Bytes of all expected files.
+  returned: always
+  type: int
+hashed:
+  description: Files hashed in this run (V(path), V(bytes), V(reason)); empty when the record covered everything.
+  returned: always
+  type: list
+  elements: dict
+hashed_summary:
+  description: One line saying what was hashed and why, or that nothing was.
+  returned: always
+  type: str
+stopped:
+  description: PIDs of C(hf download) processes that were stopped.
+  returned: always
+  type: list
+  elements: int
+exists:
+  description: Whether O(path) is a directory.
+  returned: always
+  type: bool
+now:
+  description: The node's clock when the module finished, in seconds since the epoch.
+  returned: always
+  type: float
+"""
+
+import os
+import signal
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage
+
+
+def stop(pids):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        for _ in range(50):
+            if not any(os.path.exists("/proc/%d" % pid) and not _zombie(pid) for pid in pids):
+                return
+            time.sleep(0.1)
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def summary(cache):
+    if not cache.hashed:
+        return "hashed nothing: %d file(s) unchanged since their recorded digest" % cache.reused
+    total = sum(h["bytes"] for h in cache.hashed)
+    reasons = {}
+    for item in cache.hashed:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+    return "hashed %d file(s), %.2f GB (%s); %d unchanged file(s) taken from the record" % (
+        len(cache.hashed), total / 1e9, "; ".join("%d %s" % (n, r) for r, n in sorted(reasons.items())), cache.reused)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            expected=dict(type="dict", required=True),
+            shard_pattern=dict(type="str", default="*.safetensors"),
+            expected_shards=dict(type="int"),
+            hash_cache=dict(type="path"),
+            full=dict(type="bool", default=False),
+            repair=dict(type="bool", default=False),
+            extras=dict(type="str", choices=["report", "remove", "ignore"], default="report"),
+            clean_partials=dict(type="bool", default=False),
+            stop_downloads=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    stopped = []
+    if p["stop_downloads"]:
+        stopped = model_stage.download_processes(p["path"])
+        if stopped and not module.check_mode:
+            stop(stopped)
+    expected = {}
+    for rel, want in p["expected"].items():
+        if not isinstance(want, dict) or "size" not in want:
+            module.fail_json(msg="expected[%s] must be a dict with size and sha256 or git_oid" % rel)
+        expected[os.path.normpath(str(rel))] = want
+    cache = hashcache.HashCache.load(p["hash_cache"], ignore=p["full"])
+    try:
+        complete, problems, out = model_stage.verify(
+            p["path"], expected, cache, p["shard_pattern"], p["expected_shards"], extras=p["extras"],
+            repair=p["repair"], clean_partials=p["clean_partials"], check_mode=module.check_mode)
+    except OSError as exc:
+        module.fail_json(msg="cannot verify %s: %s" % (p["path"], exc))
+    if p["hash_cache"]:
+        cache.prune(p["path"])
+        if cache.dirty and not module.check_mode:
+            directory = os.path.dirname(p["hash_cache"])
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sha256-")
+            with os.fdopen(fd, "w") as handle:
+                handle.write(cache.dump())
+            module.atomic_move(tmp, p["hash_cache"])
+    refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
+    module.exit_json(
+        changed=bool(out["removed"] or (stopped and not module.check_mode)),
+        complete=complete, problems=problems, refetch=refetch,
+        expected_bytes=sum(int(w["size"]) for w in expected.values()),
+        hashed=cache.hashed, hashed_summary=summary(cache), stopped=stopped, now=time.time(), **out)
+
+
+if __name__ == "__main__":
+    main()

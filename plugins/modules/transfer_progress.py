@@ -1,0 +1,181 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: transfer_progress
+short_description: Wait a while for a running download or mirror, and say how far it got
+version_added: "0.2.0"
+description:
+  - Waits up to O(wait) seconds for the async job whose C(results_file) is
+    O(results_file) to finish, then reports bytes done of O(total) and the rate.
+  - Bytes done come from O(progress_file) (written by M(laguna.spark.model_mirror))
+    or, for C(hf download), from the files under O(path) that O(expected)
+    names plus the partial C(*.incomplete) files in C(.cache/huggingface/download).
+  - Read-only; supports check mode.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  results_file:
+    description: The async job's results file (an async task's registered C(results_file)).
+    type: path
+    required: true
+  wait:
+    description: Longest wait, in seconds.
+    type: int
+    default: 30
+  total:
+    description: Bytes the transfer has to move in all.
+    type: int
+    required: true
+  base:
+    description: Bytes already in place when the transfer started (not counted in the rate).
+    type: int
+    default: 0
+  started:
+    description: When the transfer started, in seconds since the epoch.
+    type: float
+    required: true
+  progress_file:
+    description: JSON progress (V(done), V(total)) written by the transfer.
+    type: path
+  path:
+    description: Directory a C(hf download) writes to.
+    type: path
+  expected:
+    description: Relative paths of the files the download brings (for O(path)).
+    type: list
+    elements: str
+    default: []
+  label:
+    description: What is being transferred, for RV(msg).
+    type: str
+    default: transfer
+author:
+  - laguna-spark developers
+"""
+
+EXAMPLES = r"""
+- name: Wait for the download, with progress
+  laguna.spark.transfer_progress:
+    results_file: "{{ job.results_file }}"
+    path: /home/spark/models/hf/Laguna-S-2.1-FP8
+    expected: "{{ head.refetch }}"
+    total: 121000000000
+    started: "{{ started }}"
+  register: tick
+  until: tick.finished
+  retries: 720
+  delay: 0
+"""
+
+RETURN = r"""
+finished:
+  description: Whether the job has finished (the caller then reads its result with async_status).
+  returned: always
+  type: bool
+done:
+  description: Bytes done.
+  returned: always
+  type: int
+seconds:
+  description: Seconds since O(started).
+  returned: always
+  type: float
+gb_per_s:
+  description: Rate since O(started), in GB/s.
+  returned: always
+  type: float
+msg:
+  description: "One progress line, e.g. C(laguna-head: download target: 12.40 of 121.00 GB (10.2%), 1.03 GB/s, 12 s)."
+  returned: always
+  type: str
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def job_finished(results_file):
+    try:
+        with open(results_file) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return False  # not written yet, or being written
+    return not data.get("started") or bool(data.get("finished"))
+
+
+def bytes_done(params):
+    if params["progress_file"]:
+        try:
+            with open(params["progress_file"]) as handle:
+                return int(json.load(handle).get("done", 0)) + params["base"]
+        except (OSError, ValueError):
+            return params["base"]
+    done = params["base"]
+    path = params["path"]
+    if not path:
+        return done
+    for rel in params["expected"]:
+        try:
+            done += os.path.getsize(os.path.join(path, rel))
+        except OSError:
+            pass
+    partial = os.path.join(path, ".cache", "huggingface", "download")
+    if os.path.isdir(partial):
+        for root, _dirs, files in os.walk(partial):
+            for name in files:
+                if name.endswith(".incomplete"):
+                    try:
+                        done += os.path.getsize(os.path.join(root, name))
+                    except OSError:
+                        pass
+    return done
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            results_file=dict(type="path", required=True),
+            wait=dict(type="int", default=30),
+            total=dict(type="int", required=True),
+            base=dict(type="int", default=0),
+            started=dict(type="float", required=True),
+            progress_file=dict(type="path"),
+            path=dict(type="path"),
+            expected=dict(type="list", elements="str", default=[]),
+            label=dict(type="str", default="transfer"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    deadline = time.monotonic() + max(0, min(p["wait"], 600))
+    finished = job_finished(p["results_file"])
+    while not finished and time.monotonic() < deadline:
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        finished = job_finished(p["results_file"])
+    done = min(bytes_done(p), max(p["total"], 0)) if p["total"] else bytes_done(p)
+    seconds = max(time.time() - p["started"], 1e-6)
+    rate = max(done - p["base"], 0) / seconds / 1e9
+    total = max(p["total"], 1)
+    msg = "%s: %.2f of %.2f GB (%.1f%%), %.3f GB/s, %d s%s" % (
+        p["label"], done / 1e9, p["total"] / 1e9, 100.0 * done / total, rate, seconds,
+        ", finished" if finished else "")
+    module.exit_json(changed=False, finished=finished, done=done, seconds=round(seconds, 3),
+                     gb_per_s=round(rate, 3), msg=msg)
+
+
+if __name__ == "__main__":
+    main()

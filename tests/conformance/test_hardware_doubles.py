@@ -1,0 +1,138 @@
+"""The hardware stand-ins against real output formats (tests/doubles/recorded, see its README).
+
+* tests/doubles/bin/nvidia-smi vs nvidia-smi output recorded on DGX Sparks;
+* the fake RDMA sysfs trees (tests/helpers/sysfs.py, used by the render and the
+  unit/integration tests, and molecule's prepare.yml) vs the formats the Linux
+  kernel's drivers/infiniband/core/sysfs.c prints.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from _conformance import ROOT
+from ansible_collections.laguna.spark.plugins.module_utils import roce
+from helpers import sysfs
+
+DOUBLES = os.path.join(ROOT, "tests", "doubles")
+RECORDED = os.path.join(DOUBLES, "recorded")
+NVIDIA_SMI = os.path.join(DOUBLES, "bin", "nvidia-smi")
+FORMATS = json.load(open(os.path.join(RECORDED, "sysfs", "kernel-formats.json")))
+HEADER = re.compile(r"^\| NVIDIA-SMI (\S+) +Driver Version: (\S+) +CUDA Version: (\S+) +\|$")
+
+
+def recorded(name):
+    return open(os.path.join(RECORDED, "nvidia-smi", name)).read()
+
+
+def smi(*args, driver=None):
+    env = dict(os.environ)
+    if driver:
+        env["LAGUNA_STANDIN_DRIVER"] = driver
+    return subprocess.run(["sh", NVIDIA_SMI] + list(args), capture_output=True, text=True, env=env,
+                          check=False, timeout=30)
+
+
+def shape(text):
+    """A line-by-line shape: digits become 9, so versions/values of any size compare."""
+    return [re.sub(r"\d", "9", line) for line in text.splitlines()]
+
+
+def test_driver_query_has_the_recorded_shape():
+    real = recorded("query-driver_version.csv")
+    ours = smi("--query-gpu=driver_version", "--format=csv,noheader").stdout
+    assert re.fullmatch(r"\d+\.\d+(\.\d+)?\n", real)
+    assert ours == real  # one GPU, one line, the bare version
+    # what the preflight role does with it: first line, trimmed, compared as a version
+    from ansible.plugins.test.core import version_compare
+    assert version_compare(ours.splitlines()[0].strip(), "580", ">=")
+    assert not version_compare(smi("--query-gpu=driver_version", "--format=csv,noheader",
+                                   driver="575.57.08").stdout.strip(), "580", ">=")
+
+
+def test_name_query_is_the_recorded_one():
+    assert smi("--query-gpu=name", "--format=csv,noheader").stdout == recorded("query-name.csv")
+
+
+def test_default_table_is_the_recorded_one():
+    real = recorded("default-580.126.09.txt")
+    assert smi(driver="580.126.09").stdout == real
+    ours = smi().stdout
+    assert shape(ours)[2:] == shape(real)[2:]
+    match = HEADER.match(ours.splitlines()[1])
+    assert match and match.group(1) == match.group(2) == "580.95.05" and match.group(3) == "13.0"
+    assert len(ours.splitlines()[1]) == len(real.splitlines()[1])
+
+
+def test_unknown_query_field_fails_like_nvidia_smi():
+    result = smi("--query-gpu=bogus", "--format=csv,noheader")
+    assert result.returncode != 0 and "is not a valid field to query" in result.stderr
+
+
+def _files(root):
+    for base, _dirs, names in os.walk(root):
+        for name in names:
+            yield os.path.relpath(os.path.join(base, name), root), open(os.path.join(base, name)).read()
+
+
+@pytest.fixture(scope="module")
+def spark_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sys")
+    ib, _net = sysfs.spark(str(root), extra="10.0.0.7")
+    return ib
+
+
+def test_fake_gid_tables_print_like_the_kernel(spark_tree):
+    gid_re = re.compile(FORMATS["ports/<port>/gids/<n>"]["regex"])
+    types = {v + "\n" for v in FORMATS["ports/<port>/gid_attrs/types/<n>"]["values"]}
+    ndev_re = re.compile(FORMATS["ports/<port>/gid_attrs/ndevs/<n>"]["regex"])
+    states = FORMATS["ports/<port>/state"]["names"]
+    seen = {"gids": 0, "types": 0, "ndevs": 0, "state": 0}
+    for rel, text in _files(spark_tree):
+        parts = rel.split(os.sep)
+        if "gids" in parts:
+            assert gid_re.match(text), (rel, text)
+            seen["gids"] += 1
+        elif "types" in parts:
+            assert text in types, (rel, text)
+            gid = open(os.path.join(spark_tree, *parts[:-3], "gids", parts[-1])).read().strip()
+            assert gid != sysfs.ZERO, "a type for an unpopulated GID (the kernel fails that read)"
+            seen["types"] += 1
+        elif "ndevs" in parts:
+            assert ndev_re.match(text), (rel, text)
+            seen["ndevs"] += 1
+        elif parts[-1] == "state" and "ports" in parts:
+            match = re.fullmatch(r"(\d): (\w+)\n", text)
+            assert match and states[int(match.group(1))] == match.group(2), (rel, text)
+            seen["state"] += 1
+        elif parts[-1] == "link_layer":
+            assert text.rstrip("\n") in FORMATS["ports/<port>/link_layer"]["values"]
+    assert all(seen.values()), seen
+
+
+def test_reader_finds_the_roce_v2_gid_in_the_fake_tree(spark_tree):
+    entries = roce.scan_gids(spark_tree, "rocep1s0f1", 1)
+    found = roce.find_gid(entries, "192.168.100.1")
+    assert found["type"] == "RoCE v2" and found["index"] == 5  # after fe80 v1/v2 and 10.0.0.7 v1/v2
+
+
+def test_mapped_gid_is_kernel_ipv6_full_form():
+    # %pI6 prints eight zero-padded lowercase groups: the same bytes as Python's exploded form
+    import ipaddress
+    for ip in ("192.168.100.1", "10.0.0.7", "1.2.3.4"):
+        assert sysfs.mapped(ip) == ipaddress.IPv6Address("::ffff:" + ip).exploded
+
+
+def test_molecule_fake_sysfs_uses_the_kernel_formats():
+    text = open(os.path.join(ROOT, "molecule", "default", "prepare.yml")).read()
+    plays = yaml.safe_load(text)
+    assert plays
+    assert "'4: ACTIVE'" in text or '"4: ACTIVE"' in text
+    fmt = re.search(r"'(0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x)'", text)
+    assert fmt, "prepare.yml no longer writes IPv4-mapped GIDs with the kernel's %pI6 layout"
+    for kind in re.findall(r"'(IB/RoCE v1|RoCE v2|RoCE v1|IB/RoCE v2)'", text):
+        assert kind in FORMATS["ports/<port>/gid_attrs/types/<n>"]["values"], kind

@@ -1,0 +1,143 @@
+"""The vLLM log lines the collection reads, against the format strings in vLLM 0.25.1.
+
+The format strings are found at test time in the installed vllm package (the
+conformance venv's vllm_src): the logger call whose format contains an anchor
+("GPU KV cache size", ...), its arguments (e.g. f"{n:,}" for thousands
+separators), and vLLM's log prefix (logger.py's _FORMAT / _DATE_FORMAT).  The
+lines are rendered from those with the recipe's values and read by
+plugins/module_utils/vllm_log.py, the benchmark's reader (bench_stats.vllm_log)
+and the benchmark playbook's journal filter; the stand-in's lines must have the
+same shape.
+"""
+
+import ast
+import os
+import re
+import sys
+import time
+
+import pytest
+import yaml
+
+from _conformance import ROOT
+from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, vllm_log
+
+# anchor -> (file under vllm/ expected to hold it, the recipe's values in call order)
+MESSAGES = {
+    "kv_tokens": ("GPU KV cache size", "v1/core/kv_cache_utils.py", [273095]),
+    "concurrency": ("Maximum concurrency for", "v1/core/kv_cache_utils.py", [262144, 273095 / 262144.0]),
+    "marlin": ("for CompressedTensorsWNA16",
+               "model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py",
+               ["MarlinLinearKernel"]),
+}
+LOG_METHODS = {"info", "info_once", "debug", "debug_once", "warning", "warning_once"}
+
+
+def find_log_call(vllm_src, anchor, relpath):
+    """(format string, argument nodes, line number) of the logger call holding `anchor`."""
+    path = os.path.join(vllm_src, relpath)
+    tree = ast.parse(open(path).read(), path)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in LOG_METHODS and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                and anchor in node.args[0].value):
+            return node.args[0].value, node.args[1:], node.lineno
+    raise AssertionError("no logger call with %r in %s: vLLM's log line changed" % (anchor, relpath))
+
+
+def render_arg(node, value):
+    """The value as vLLM's argument expression formats it (f"{x:,}" -> "273,095")."""
+    if isinstance(node, ast.JoinedStr):
+        (part,) = [v for v in node.values if isinstance(v, ast.FormattedValue)]
+        spec = "".join(c.value for c in part.format_spec.values) if part.format_spec else ""
+        return format(value, spec)
+    return value
+
+
+def vllm_prefix(vllm_src, fileinfo, lineno):
+    """vLLM's log prefix rendered from logger.py's _FORMAT and _DATE_FORMAT."""
+    path = os.path.join(vllm_src, "logger.py")
+    tree = ast.parse(open(path).read(), path)
+    consts = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            consts[node.targets[0].id] = node.value
+    fmt_node = consts["_FORMAT"]
+    # The only interpolation is envs.VLLM_LOGGING_PREFIX, "" unless set.
+    fmt = "".join(v.value if isinstance(v, ast.Constant) else "" for v in fmt_node.values)
+    datefmt = consts["_DATE_FORMAT"].value
+    return fmt % {"levelname": "INFO", "asctime": time.strftime(datefmt), "fileinfo": fileinfo,
+                  "lineno": lineno, "message": ""}
+
+
+@pytest.fixture(scope="module")
+def lines(vllm_src):
+    """{key: (vLLM log line, as journald shows it, the format string)}, rendered from vLLM's source."""
+    out = {}
+    for key, (anchor, relpath, values) in MESSAGES.items():
+        fmt, arg_nodes, lineno = find_log_call(vllm_src, anchor, relpath)
+        assert len(arg_nodes) == len(values), "%s: %d arguments now" % (fmt, len(arg_nodes))
+        message = fmt % tuple(render_arg(n, v) for n, v in zip(arg_nodes, values))
+        line = vllm_prefix(vllm_src, os.path.basename(relpath), lineno) + message
+        out[key] = (line, "Dec 03 06:43:10 spark-1 vllm[4242]: " + line, fmt)
+    return out
+
+
+def test_rendered_lines_are_the_recipes(lines):
+    assert lines["kv_tokens"][0].endswith("] GPU KV cache size: 273,095 tokens")
+    assert lines["concurrency"][0].endswith("] Maximum concurrency for 262,144 tokens per request: 1.04x")
+    assert lines["marlin"][0].endswith("] Using MarlinLinearKernel for CompressedTensorsWNA16")
+    assert re.match(r"^INFO \d\d-\d\d \d\d:\d\d:\d\d \[kv_cache_utils\.py:\d+\] ", lines["kv_tokens"][0])
+
+
+def test_marlin_kernel_class_exists_in_vllm(vllm_src):
+    path = os.path.join(vllm_src, "model_executor", "kernels", "linear", "mixed_precision", "marlin.py")
+    tree = ast.parse(open(path).read(), path)
+    assert "MarlinLinearKernel" in {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+@pytest.mark.parametrize("journal", [False, True], ids=["plain", "journald"])
+def test_vllm_log_module_reads_them(lines, journal):
+    picked = [lines[key][1 if journal else 0] for key in ("kv_tokens", "concurrency", "marlin")]
+    assert vllm_log.parse(picked) == {
+        "kv_cache_tokens": 273095, "max_concurrency": 1.04, "max_concurrency_tokens": 262144,
+        "kernels": {"CompressedTensorsWNA16": "MarlinLinearKernel"}}
+    assert all(re.search(vllm_log.ANY, line) for line in picked)
+
+
+def test_benchmark_reader_reads_them(lines):
+    result = bench_stats.vllm_log([lines[k][1] for k in ("kv_tokens", "concurrency", "marlin")])
+    assert result["kv_cache_tokens"] == 273095
+    assert (result["max_concurrency"], result["max_concurrency_tokens"]) == (1.04, 262144)
+    assert result["kernels"] == [{"kernel": "MarlinLinearKernel", "scheme": "CompressedTensorsWNA16"}]
+
+
+def test_benchmark_playbook_journal_filter_keeps_them(lines):
+    text = open(os.path.join(ROOT, "playbooks", "benchmark.yml")).read()
+    filters = re.findall(r"select\('search', '((?:GPU KV cache size|[^']*Kernel)[^']*)'\)", text)
+    assert filters, "benchmark.yml no longer filters the journal with select('search', ...)"
+    for pattern in filters:
+        pattern = pattern.replace("\\\\", "\\")
+        for key in MESSAGES:
+            assert re.search(pattern, lines[key][1]), (pattern, lines[key][1])
+    yaml.safe_load(text)  # still valid YAML
+
+
+def test_standin_lines_have_vllms_shape(lines, capsys):
+    standin = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
+    sys.path.insert(0, standin)
+    try:
+        from vllm.entrypoints import cli
+    finally:
+        sys.path.remove(standin)
+    cli.log_kv_cache(5368709120, 262144)
+    cli.log_draft_kernel()
+    got = capsys.readouterr().err.splitlines()
+    assert len(got) == 3
+    prefix = re.compile(r"^INFO \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+\.py:\d+\] ")
+    for line, key in zip(got, ("kv_tokens", "concurrency", "marlin")):
+        assert prefix.match(line), line
+        # The message is exactly what vLLM renders for the recipe's values.
+        assert prefix.sub("", line) == prefix.sub("", lines[key][0])
+    assert vllm_log.parse(got)["kv_cache_tokens"] == 273095

@@ -1,0 +1,114 @@
+"""The venv and fabric roles on localhost: pip from a local index, netplan generate on the rendered file."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT  # noqa: F401
+from standin_wheels import Index, build_index
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+from test_fabric import spark  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def index(tmp_path):
+    served = Index(build_index(str(tmp_path / "index")))
+    yield served
+    served.close()
+
+
+@pytest.fixture
+def cuda(tmp_path):
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    nvcc = home / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    nvcc.chmod(0o755)
+    return str(home)
+
+
+def venv_vars(tmp_path, index, cuda):
+    return {"laguna_venv": str(tmp_path / "venvs" / "vllm-025"), "laguna_cuda_home": cuda,
+            "laguna_model_path": str(tmp_path / "m"), "laguna_draft_path": str(tmp_path / "d"),
+            "venv_index_url": index.url, "venv_extra_index_urls": [], "venv_system_packages": [],
+            "venv_python": "/usr/bin/python3",
+            "venv_pip_args": ["--no-cache-dir"]}
+
+
+def test_venv_from_bare_then_unchanged(runner, tmp_path, index, cuda):
+    extra = venv_vars(tmp_path, index, cuda)
+    first = runner.include_role("venv", extra)
+    assert first.rc == 0, first.text
+    assert first.stats["changed"].get("localhost", 0) >= 2  # venv created, pins installed
+    assert "/simple/vllm/" in index.requests and "/simple/torch/" in index.requests
+    venv = extra["laguna_venv"]
+    for exe in ("vllm", "ray", "hf", "ninja"):
+        assert os.access(os.path.join(venv, "bin", exe), os.X_OK), exe
+    out = subprocess.run([os.path.join(venv, "bin", "python"), "-m", "pip", "list", "--format", "freeze"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "vllm==0.25.1" in out and "torch==2.11.0+cu130" in out
+    assert "release 13.0" in first.flat
+
+    index.requests.clear()
+    second = runner.include_role("venv", extra)
+    assert second.rc == 0, second.text
+    assert second.stats["changed"].get("localhost", 0) == 0
+    assert index.requests == []  # no pip install ran
+
+    # No nvcc on the raylets' PATH: the role says where it looked.
+    nocuda = str(tmp_path / "no-cuda")
+    result = runner.include_role("venv", dict(extra, laguna_cuda_home=nocuda, venv_path_base="/nonexistent"))
+    assert result.rc != 0
+    assert "nvcc does not run from %s/bin" % nocuda in result.flat, result.text
+
+    # A pin the index cannot meet: pip runs and the role fails naming it.
+    result = runner.include_role("venv", dict(extra, venv_pins=["vllm==0.25.2"]))
+    assert result.rc != 0
+    assert "vllm==0.25.2" in result.flat
+
+
+def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):
+    ib, net = spark(tmp_path / "hw")
+    # netplan not applied here: fabric_manage_netplan false; the file is checked with netplan generate
+    (tmp_path / "root" / "etc" / "netplan").mkdir(parents=True, exist_ok=True)
+    result = runner.run(
+        "    - ansible.builtin.include_role:\n        name: laguna.spark.fabric\n"
+        "    - ansible.builtin.copy:\n        dest: %s/root/etc/netplan/60-laguna-fabric.yaml\n"
+        "        content: '{{ laguna_fabric.netplan }}'\n        mode: '0600'\n"
+        "    - ansible.builtin.debug:\n        msg: 'ENV {{ laguna_fabric_nccl_env | to_json }}'\n" % tmp_path,
+        {"laguna_sysfs_infiniband": ib, "fabric_sysfs_net": net, "laguna_roce_ip": "192.168.100.1",
+         "fabric_manage_netplan": False, "laguna_model_path": "/m", "laguna_draft_path": "/d"})
+    assert result.rc == 0, result.text
+    env_line = result.flat.split("ENV ", 2)[-1]
+    assert "=rocep1s0f1:1,roceP2p1s0f1:1" in env_line and "NCCL_IB_GID_INDEX" not in env_line
+    assert "rocep1s0f1 enp1s0f1np1 192.168.100.1/24; roceP2p1s0f1 enP2p1s0f1np1 192.168.101.1/24; GID policy nccl" in result.flat
+    assert "fabric_manage_netplan is false; netplan left alone" in result.flat
+    netplan = shutil.which("netplan") or ("/usr/sbin/netplan" if os.path.exists("/usr/sbin/netplan") else None)
+    if not netplan:
+        pytest.skip("netplan is not installed (apt-get install netplan.io)")
+    root = tmp_path / "root"
+    subprocess.run([netplan, "generate", "--root-dir", str(root)], check=True, capture_output=True)
+    generated = {p.name: p.read_text() for p in (root / "run" / "systemd" / "network").glob("*")}
+    net_twin1 = generated["10-netplan-enP2p1s0f1np1.network"]
+    assert "Address=192.168.101.1/24" in net_twin1
+    assert "MTUBytes=9000" in generated["10-netplan-enp1s0f1np1.network"] + generated.get("10-netplan-enp1s0f1np1.link", "")
+
+
+def test_fabric_on_fake_tree_skips_netplan(runner):
+    """The conftest's fake tree (no PCI device): discovery only, one twin allowed."""
+    result = runner.include_role("fabric", {"fabric_min_twins": 1, "laguna_model_path": "/m", "laguna_draft_path": "/d"})
+    assert result.rc == 0, result.text
+    assert "(a fake tree); netplan left alone" in result.flat
+    assert "GID policy nccl" in result.flat
+    assert result.stats["changed"].get("localhost", 0) == 0
+
+
+def test_fabric_wants_two_twins_by_default(runner):
+    result = runner.include_role("fabric", {"laguna_model_path": "/m", "laguna_draft_path": "/d"})
+    assert result.rc != 0
+    assert "the cabled port shows rocep1s0f1 (1), 2 expected" in result.flat

@@ -1,0 +1,232 @@
+"""config_check: types from the roles' argument specs, bounds from the table, unknown names,
+the inventory and the running deployment."""
+import glob
+import json
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.laguna.spark.plugins.module_utils import config_check as cc
+from ansible_collections.laguna.spark.plugins.modules import config_check
+
+from conftest import ROOT
+
+SPEC_FILES = sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml")))
+DOCUMENTS = [yaml.safe_load(open(path)) for path in SPEC_FILES]
+SPECS, CONFLICTS = cc.merge_specs(DOCUMENTS)
+# Variables config_check introduces; their specs are to be added to roles/common.
+PROPOSED = {"laguna_allow_shrink": {"type": "bool"},
+            "laguna_unknown_variables": {"type": "str", "choices": ["fail", "warn"]}}
+ALL_SPECS = dict(PROPOSED, **SPECS)
+
+
+def test_the_roles_declare_each_variable_with_one_type():
+    assert len(SPEC_FILES) >= 8
+    assert CONFLICTS == []
+    assert SPECS["vllm_serve_num_speculative_tokens"]["type"] == "int"
+
+
+def test_every_bound_belongs_to_a_declared_variable_of_a_fitting_type():
+    for name, bound in cc.BOUNDS.items():
+        assert name in ALL_SPECS, "%s has a bound but no argument spec" % name
+        kind = ALL_SPECS[name].get("type", "str")
+        if bound.min is not None or bound.max is not None:
+            assert kind in ("int", "float"), name
+        if bound.fmt:
+            assert kind in ("str", "path"), name
+        if bound.elements or bound.min_items:
+            assert kind == "list", name
+        if bound.keys:
+            assert kind == "dict", name
+
+
+def test_every_declared_scalar_or_list_has_a_bound():
+    unbounded = [name for name, spec in SPECS.items()
+                 if spec.get("type", "str") in ("int", "float", "str", "path", "list") and name not in cc.BOUNDS]
+    assert unbounded == []
+
+
+def check(values, specs=None):
+    return cc.check_values(ALL_SPECS if specs is None else specs, values)
+
+
+def test_strings_from_extra_vars_are_coerced():
+    config, converted, problems = check({"laguna_gpus_per_node": "1", "vllm_serve_num_speculative_tokens": "6",
+                                         "preflight_min_free_gb": "122", "preflight_check_roce": "false",
+                                         "laguna_api_port": 8000})
+    assert problems == []
+    assert config == {"laguna_gpus_per_node": 1, "vllm_serve_num_speculative_tokens": 6,
+                      "preflight_min_free_gb": 122, "preflight_check_roce": False, "laguna_api_port": 8000}
+    assert sorted(converted) == ["laguna_gpus_per_node", "preflight_check_roce", "preflight_min_free_gb",
+                                 "vllm_serve_num_speculative_tokens"]
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("vllm_serve_num_speculative_tokens", "0", "vllm_serve_num_speculative_tokens='0': below the minimum 1; expected int, between 1 and 32."),
+    ("vllm_serve_kv_cache_memory_bytes", -5368709120, "vllm_serve_kv_cache_memory_bytes=-5368709120: below the minimum 1; expected int, >= 1."),
+    ("laguna_api_port", 70000, "laguna_api_port=70000: above the maximum 65535"),
+    ("laguna_gpus_per_node", 0, "laguna_gpus_per_node=0: below the minimum 1"),
+    ("vllm_serve_memory_max", "12 GB", "vllm_serve_memory_max='12 GB': not a systemd memory size"),
+    ("laguna_model_path", "~/models/x", "laguna_model_path='~/models/x': not an absolute path"),
+    ("laguna_roce_ip", "192.168.100.300", "laguna_roce_ip='192.168.100.300': not an IPv4 address"),
+    ("preflight_min_driver_version", "latest", "not a version such as 580"),
+    ("vllm_serve_environment", {"NCCL DEBUG": "INFO"}, "key(s) 'NCCL DEBUG' not an environment variable name"),
+    ("preflight_ssh_options", ["-o", ""], "item(s) '' not a non-empty command-line argument"),
+])
+def test_values_out_of_range_are_named_with_what_is_expected(name, value, expected):
+    config, converted, problems = check({name: value})
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("vllm_serve_num_speculative_tokens", "six", "vllm_serve_num_speculative_tokens='six': expected int, between 1 and 32"),
+    ("preflight_check_ssh", "maybe", "preflight_check_ssh='maybe': expected bool"),
+    ("preflight_venv_executables", {"a": 1}, "expected list of str"),
+])
+def test_values_of_the_wrong_type_are_refused(name, value, expected):
+    config, converted, problems = check({name: value})
+    assert len(problems) == 1 and expected in problems[0], problems
+    assert name not in config
+
+
+def test_choices_from_the_spec_are_enforced():
+    config, converted, problems = check({"laguna_unknown_variables": "ignore"})
+    assert len(problems) == 1 and "one of fail, warn" in problems[0]
+
+
+def test_null_is_refused_where_a_value_is_needed_and_allowed_elsewhere():
+    config, converted, problems = check({"laguna_venv": None, "ray_cluster_num_cpus": None,
+                                         "vllm_patch_path": None})
+    assert problems == ["laguna_venv is null; it must be set (path)."]
+
+
+def test_suboptions_are_checked():
+    config, converted, problems = check({"staging_artifacts": [{"name": "t", "repo": "a/b", "path": "/m",
+                                                                "expected_shards": "24"}]})
+    assert problems == [] and config["staging_artifacts"][0]["expected_shards"] == 24
+    config, converted, problems = check({"staging_artifacts": [{"name": "t", "path": "/m"}]})
+    assert len(problems) == 1 and "repo" in problems[0]
+
+
+def test_a_tensor_parallel_size_larger_than_the_gpus_is_refused():
+    """`-e laguna_gpus_per_node=1` used to make the default TP "11" on two nodes."""
+    config, _coerced, problems = check({"laguna_gpus_per_node": "1", "vllm_serve_tensor_parallel_size": "11"})
+    assert problems == []
+    relations = cc.check_relations(config, nodes=2)
+    assert relations == ["vllm_serve_tensor_parallel_size=11 needs 11 GPUs, but the cluster has 2 node(s) x "
+                         "laguna_gpus_per_node=1 = 2 GPU(s)."]
+    assert cc.check_relations({"laguna_gpus_per_node": 1, "vllm_serve_tensor_parallel_size": 2}, nodes=2) == []
+
+
+def test_memory_high_above_memory_max_is_refused():
+    assert cc.check_relations({"ray_cluster_memory_high": "100G", "ray_cluster_head_memory_max": "98G",
+                               "ray_cluster_worker_memory_max": "110G"}) == [
+        "ray_cluster_memory_high=100G is above ray_cluster_head_memory_max=98G."]
+    assert cc.check_relations({"ray_cluster_memory_high": "98G", "ray_cluster_worker_memory_max": "infinity"}) == []
+    assert cc.parse_memory("1.5K") == 1536
+
+
+def test_a_misspelled_variable_is_named_with_the_closest_known_one():
+    known = set(SPECS) | {"laguna_status_staging", "preflight_driver"}
+    found = cc.unknown_variables(
+        ["vllm_serve_num_speculative_token", "laguna_roce_ip", "preflight_driver", "ansible_host",
+         "my_own_var", "laguna_zzz_qqq"], known)
+    assert found == [{"name": "laguna_zzz_qqq", "suggestion": None},
+                     {"name": "vllm_serve_num_speculative_token", "suggestion": "vllm_serve_num_speculative_tokens"}]
+    assert cc.unknown_text(found[1]) == ("vllm_serve_num_speculative_token is not a variable of laguna.spark "
+                                         "(did you mean vllm_serve_num_speculative_tokens?).")
+
+
+@pytest.mark.parametrize("head, ips, expected", [
+    (["s1"], {"s1": "10.0.0.1", "s2": "10.0.0.2"}, []),
+    (["s1"], {"s1": "10.0.0.1", "s2": "10.0.0.1", "s3": "10.0.0.3"},
+     ["laguna_roce_ip 10.0.0.1 is given to 2 hosts (s1, s2); each node needs its own."]),
+    (["s1"], {"s1": "10.0.0.1", "s2": None}, ["s2 has no laguna_roce_ip (its IPv4 address on the RoCE link)."]),
+    (["s1"], {"s1": "10.0.0.1", "s2": "10.0.0"}, ["s2 has laguna_roce_ip='10.0.0', which is not an IPv4 address."]),
+    (["s1", "s2"], {"s1": "10.0.0.1", "s2": "10.0.0.2"}, ["Group spark_head must hold exactly one host; it has 2 (s1, s2)."]),
+])
+def test_the_cluster_has_one_head_and_distinct_roce_addresses(head, ips, expected):
+    assert cc.check_cluster(head, "spark_head", ips) == expected
+
+
+EXEC_START = ("{ path=/home/spark/.venvs/vllm/bin/vllm ; argv[]=/home/spark/.venvs/vllm/bin/vllm serve "
+              "/home/spark/models/Laguna-S-2.1-FP8 --served-model-name laguna-s-2.1 --host 0.0.0.0 --port 8000 "
+              "--distributed-executor-backend ray --tensor-parallel-size 2 --max-model-len 262144 ; "
+              "ignore_errors=no ; start_time=[Mon 2026-01-05 10:00:00 UTC] ; stop_time=[n/a] ; pid=4242 ; "
+              "code=(null) ; status=0/0 }")
+
+
+def test_the_running_tensor_parallel_size_is_read_from_the_unit():
+    assert cc.running_tensor_parallel_size({"ActiveState": "active", "ExecStart": EXEC_START}) == 2
+    assert cc.running_tensor_parallel_size(
+        {"ActiveState": "active", "Description": "laguna-spark vllm serve laguna-s-2.1 (TP 4) [cfg 0123456789ab]"}) == 4
+    assert cc.running_tensor_parallel_size({"ActiveState": "inactive", "ExecStart": EXEC_START}) is None
+    assert cc.running_tensor_parallel_size({}) is None
+
+
+def test_a_smaller_deployment_is_refused_unless_allowed():
+    refused = cc.check_shrink(2, 1, 1, 1, False, "laguna-vllm", "spark-1")
+    assert len(refused) == 1
+    assert "--tensor-parallel-size 2; this run would restart it with 1 (1 node(s) x 1 GPU(s)" in refused[0]
+    assert "laguna_allow_shrink: true" in refused[0]
+    assert cc.check_shrink(2, 1, 1, 1, True, "laguna-vllm", "spark-1") == []
+    assert cc.check_shrink(2, 4, 4, 1, False, "laguna-vllm", "spark-1") == []
+    assert cc.check_shrink(None, 1, 1, 1, False, "laguna-vllm", "spark-1") == []
+
+
+# The module, in-process.
+
+def test_module_reports_every_problem_at_once(run_module):
+    result = run_module(config_check, {
+        "specs": DOCUMENTS,
+        "values": {"vllm_serve_num_speculative_tokens": "0", "vllm_serve_kv_cache_memory_bytes": -1,
+                   "laguna_gpus_per_node": "1"},
+        "defined": ["vllm_serve_num_speculative_tokens", "vllm_serve_num_speculative_token", "laguna_gpus_per_node"],
+        "known": [],
+        "head_hosts": ["s1"], "roce_ips": {"s1": "10.0.0.1", "s2": "10.0.0.1"}, "nodes": 2,
+    })
+    assert result.failed
+    assert result["msg"].startswith("Configuration refused, nothing was changed: ")
+    assert len(result["problems"]) == 4, result["problems"]
+    assert "vllm_serve_num_speculative_tokens='0': below the minimum 1" in result["msg"]
+    assert "vllm_serve_kv_cache_memory_bytes=-1: below the minimum 1" in result["msg"]
+    assert "did you mean vllm_serve_num_speculative_tokens?" in result["msg"]
+    assert "laguna_roce_ip 10.0.0.1 is given to 2 hosts (s1, s2)" in result["msg"]
+    assert result["coerced"] == ["laguna_gpus_per_node", "vllm_serve_num_speculative_tokens"]
+    assert result["config"]["laguna_gpus_per_node"] == 1
+
+
+def test_module_warns_only_when_asked(run_module):
+    result = run_module(config_check, {"specs": DOCUMENTS, "defined": ["laguna_my_note"],
+                                       "unknown_variables": "warn"})
+    assert not result.failed and result["unknown"] == [{"name": "laguna_my_note", "suggestion": None}]
+    assert "laguna_my_note is not a variable of laguna.spark" in json.dumps(result["warnings"])
+
+
+def running_vllm(tp):
+    """The fake systemd's state (conftest's systemd fixture): laguna-vllm active at TP ``tp``."""
+    with open(os.environ["FAKE_SYSTEMD_STATE"], "w") as fh:
+        json.dump({"calls": [], "units": {"laguna-vllm.service": {
+            "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "MainPID": "4242",
+            "Description": "laguna-spark vllm serve laguna-s-2.1 (TP %d) [cfg 0123456789ab]" % tp,
+            "ExecStart": EXEC_START.replace("--tensor-parallel-size 2", "--tensor-parallel-size %d" % tp)}}}, fh)
+
+
+def test_module_refuses_to_restart_a_running_tp2_with_one_node(systemd, run_module):
+    running_vllm(2)
+    args = {"running_unit": "laguna-vllm", "nodes": 1, "gpus_per_node": "1"}
+    result = run_module(config_check, args)
+    assert result.failed and result["running_tensor_parallel_size"] == 2
+    assert result["planned_tensor_parallel_size"] == 1
+    assert "laguna-vllm on" in result["msg"] and "--tensor-parallel-size 2; this run would restart it with 1" in result["msg"]
+    assert not run_module(config_check, dict(args, allow_shrink=True)).failed
+    assert not run_module(config_check, dict(args, nodes=2)).failed
+
+
+def test_module_without_a_user_manager_sees_nothing_running(systemd, monkeypatch, run_module):
+    running_vllm(2)
+    monkeypatch.setenv("FAKE_SYSTEMD_NO_MANAGER", "1")
+    result = run_module(config_check, {"running_unit": "laguna-vllm", "nodes": 1})
+    assert not result.failed and result["running_tensor_parallel_size"] is None
+    assert systemd.calls("systemctl")[-1][1:4] == ["--user", "show", "laguna-vllm.service"]

@@ -1,0 +1,234 @@
+"""dflash_draft_info / dflash_draft_ignore on generated DFlash draft checkpoints."""
+import json
+import os
+import struct
+
+import pytest
+
+import draft_fixtures as fx
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd
+from ansible_collections.laguna.spark.plugins.modules import dflash_draft_ignore, dflash_draft_info
+
+
+@pytest.fixture
+def target(tmp_path):
+    return fx.make_target(str(tmp_path / "Laguna-S-2.1-FP8"), "FP8")
+
+
+def draft(tmp_path, kind, shards=1):
+    return fx.make_draft(str(tmp_path / ("draft-" + kind)), kind, shards)
+
+
+# --- safetensors headers -----------------------------------------------------
+
+def test_header_round_trip_and_truncation(tmp_path):
+    path = str(tmp_path / "a.safetensors")
+    fx.write_safetensors(path, {"x.weight": ("BF16", [4, 8]), "y": ("I32", [3])}, {"format": "pt"})
+    tensors, meta = dd.read_safetensors_header(path)
+    assert tensors["x.weight"]["shape"] == [4, 8] and tensors["y"]["dtype"] == "I32"
+    assert meta == {"format": "pt"}
+    with open(path, "r+b") as handle:
+        handle.truncate(os.path.getsize(path) - 1)
+    with pytest.raises(dd.DraftError, match="truncated"):
+        dd.read_safetensors_header(path)
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", 1 << 40))
+    with pytest.raises(dd.DraftError, match="does not fit"):
+        dd.read_safetensors_header(path)
+
+
+def test_sharded_index_is_read(tmp_path):
+    path = draft(tmp_path, "good", shards=3)
+    tensors = dd.read_tensors(path)
+    assert tensors["layers.1.mlp.down_proj.weight_packed"]["shape"] == [fx.HIDDEN, fx.INTER // 8]
+    assert len({t["file"] for t in tensors.values()}) == 3
+
+
+# --- vLLM's build and matching -------------------------------------------------
+
+def test_layer_names_are_vllm_prefixed():
+    layers = dd.draft_linear_layers(fx.draft_config("x"), target_hidden_size=fx.HIDDEN)
+    names = [l["name"] for l in layers]
+    assert names[:6] == ["model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
+                         "model.layers.0.self_attn.g_proj", "model.layers.0.mlp.gate_proj",
+                         "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"]
+    assert names[-1] == "model.fc"
+    fc = layers[-1]
+    assert (fc["in_features"], fc["out_features"]) == (fx.HIDDEN * len(fx.TARGET_LAYER_IDS), fx.HIDDEN)
+    qkv = layers[0]
+    assert qkv["out_features"] == (fx.HEADS + 2 * fx.KV_HEADS) * fx.HEAD_DIM
+    assert layers[2]["out_features"] == fx.HEADS  # per-head gate
+
+
+@pytest.mark.parametrize("entry, name, expected", [
+    ("layers.0.self_attn.g_proj", "model.layers.0.self_attn.g_proj", False),   # literal, unprefixed
+    ("model.layers.0.self_attn.g_proj", "model.layers.0.self_attn.g_proj", True),
+    ("re:.*\\.self_attn\\.g_proj$", "model.layers.0.self_attn.g_proj", True),
+    ("re:layers\\.\\d+\\.self_attn\\.g_proj$", "model.layers.0.self_attn.g_proj", False),  # match anchors at start
+    ("re:.*g_proj", "model.layers.0.self_attn.g_proj_extra", True),              # no end anchor
+])
+def test_ignore_matching(entry, name, expected):
+    assert dd.should_ignore_layer(name, [entry])[0] is expected
+
+
+def test_target_matches_class_name_substring():
+    assert dd.find_matched_target("model.fc", "ReplicatedLinear", ["Linear"]) == "Linear"
+    assert dd.find_matched_target("model.fc", "ReplicatedLinear", ["re:layers\\..*"]) is None
+    fused = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+    # "re:.*v_proj$" would match "...qkv_proj" itself; with the dot only the shards match
+    targets = ["re:.*\\.q_proj$", "re:.*\\.k_proj$", "re:.*\\.v_proj$"]
+    assert dd.find_matched_target("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", targets, fused) \
+        == "re:.*\\.q_proj$"
+    assert dd.find_matched_target("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", targets[:2], fused) is None
+    with pytest.raises(ValueError, match="different quantization schemes"):
+        dd.should_ignore_layer("model.layers.0.self_attn.qkv_proj", ["re:.*q_proj$"], fused)
+
+
+# --- the four drafts -------------------------------------------------------------
+
+def test_good_w4a16_draft(tmp_path, target):
+    report = dd.inspect(draft(tmp_path, "good", shards=2), target)
+    assert report["ok"], report["problems"]
+    assert report["method"] == "dflash" and report["vllm_architecture"] == "DFlashLagunaForCausalLM"
+    assert report["built_for"]["family"] == "FP8" and report["target"]["family"] == "FP8"
+    assert report["pairing"] == {"hidden_size_match": True, "vocab_match": True, "shares_lm_head": True,
+                                 "family_match": True, "target_layers_in_range": True}
+    assert report["quantization"]["schemes"] == ["W4A16"]
+    by_name = {l["name"]: l for l in report["layers"]}
+    assert not by_name["model.layers.0.self_attn.qkv_proj"]["quantized"]
+    assert by_name["model.layers.0.self_attn.qkv_proj"]["ignored_by"] == ["re:.*\\.self_attn\\.qkv_proj$"]
+    assert not by_name["model.layers.1.self_attn.g_proj"]["quantized"]
+    assert by_name["model.fc"]["quantized"] and by_name["model.fc"]["scheme"] == "W4A16"
+    assert len(report["quantized_layers"]) == 9
+
+
+def test_unquantized_fp8_target_draft(tmp_path, target):
+    report = dd.inspect(draft(tmp_path, "bf16"), target)
+    assert report["ok"], report["problems"]
+    assert report["quantization"] is None and report["quantized_layers"] == []
+
+
+def test_literal_ignore_names_fail_with_keyerror(tmp_path, target):
+    report = dd.inspect(draft(tmp_path, "literal"), target)
+    assert not report["ok"]
+    text = "\n".join(report["problems"])
+    assert "KeyError: 'layers.0.self_attn.g_proj.weight'" in text
+    assert "model.layers.1.self_attn.qkv_proj: vLLM will build it quantized" in text
+    assert "does not match the prefixed name" in text
+    assert set(report["quantization"]["unmatched_ignore"]) == {
+        "layers.%d.self_attn.%s" % (i, p) for i in range(2) for p in ("qkv_proj", "g_proj")}
+
+
+def test_quantized_qkv_proj_fails(tmp_path, target):
+    report = dd.inspect(draft(tmp_path, "qkv_quantized"), target)
+    assert not report["ok"]
+    assert any(p.startswith("model.layers.0.self_attn.qkv_proj: vLLM will build it quantized")
+               and "AttributeError" in p for p in report["problems"])
+    # g_proj is correctly ignored; only the two qkv_proj are wrong
+    assert len(report["problems"]) == 2
+
+
+def test_nvfp4_target_draft_on_fp8_target(tmp_path, target):
+    report = dd.inspect(draft(tmp_path, "nvfp4_target"), target)
+    assert not report["ok"]
+    assert report["built_for"] == {"family": "NVFP4", "source": "README.md base_model",
+                                   "name": "poolside/Laguna-S-2.1-DFlash-NVFP4"}
+    assert report["pairing"]["family_match"] is False
+    assert "0% acceptance" in report["problems"][0]
+    nvfp4 = fx.make_target(str(tmp_path / "Laguna-S-2.1-NVFP4"), "NVFP4")
+    assert dd.inspect(draft(tmp_path, "nvfp4_target"), nvfp4)["ok"]
+
+
+def test_family_sources():
+    assert dd.family_from_name("sapidlabs/Sparkulator-Laguna-S-2.1-NVFP4") == "NVFP4"
+    assert dd.family_from_name("poolside/Laguna-S-2.1-DFlash-W4A16") is None  # W4A16 is the draft's own
+    assert dd.family_from_name("Laguna-S-2.1-DFlash-FP8") == "FP8"
+    assert dd.family_from_quant({"quant_method": "fp8"}) == "FP8"
+    assert dd.family_from_quant(None) == "BF16"
+
+
+def test_vocab_hidden_and_prefix_mismatches(tmp_path, target):
+    path = draft(tmp_path, "good")
+    config = json.load(open(os.path.join(path, "config.json")))
+    config["draft_vocab_size"] = 2048
+    config["layer_types"] = ["sliding_attention", "full_attention"]
+    json.dump(config, open(os.path.join(path, "config.json"), "w"))
+    text = "\n".join(dd.inspect(path, target)["problems"])
+    assert "draft_vocab_size 2048 differs from the target's vocab_size 1024" in text
+    assert "layer_types must be uniform" in text
+
+
+def test_checkpoint_targets_vllm_does_not_match(tmp_path, target):
+    """Targets written unprefixed: vLLM builds o_proj unquantized, the checkpoint has weight_packed."""
+    path = draft(tmp_path, "good")
+    config = json.load(open(os.path.join(path, "config.json")))
+    config["quantization_config"]["config_groups"]["group_0"]["targets"] = [
+        "re:layers\\.\\d+\\.self_attn\\.o_proj", "re:layers\\.\\d+\\.mlp\\..*", "fc"]
+    json.dump(config, open(os.path.join(path, "config.json"), "w"))
+    report = dd.inspect(path, target)
+    assert report["quantized_layers"] == []
+    assert any("KeyError: 'layers.0.self_attn.o_proj.weight_packed'" in p or
+               "KeyError: 'layers.0.self_attn.o_proj.weight_" in p for p in report["problems"])
+
+
+# --- the ignore rewrite ----------------------------------------------------------
+
+def test_rewrite_collapses_full_layer_sets_and_escapes_partial_ones():
+    config = fx.draft_config("x", {"quant_method": "compressed-tensors", "config_groups": {},
+                                   "ignore": ["layers.0.self_attn.qkv_proj", "layers.1.self_attn.qkv_proj",
+                                              "layers.0.self_attn.g_proj", "lm_head", "fc",
+                                              "re:layers\\.\\d+\\.mlp\\.down_proj$", "SomeNorm"]})
+    new, changes, unmatched = dd.fix_ignore_config(config)
+    ignore = new["quantization_config"]["ignore"]
+    assert ignore == ["re:.*\\.self_attn\\.qkv_proj$", "re:(?:.*\\.)?layers\\.0\\.self_attn\\.g_proj$",
+                      "lm_head", "re:(?:.*\\.)?fc$", "re:(?:.*\\.)?layers\\.\\d+\\.mlp\\.down_proj$", "SomeNorm"]
+    assert unmatched == ["SomeNorm"]
+    assert changes["fc"] == "re:(?:.*\\.)?fc$"
+    for entry in ignore[:-1]:
+        assert any(dd.is_equal_or_regex_match(n, entry) for n in
+                   ["model.layers.0.self_attn.g_proj", "model.layers.1.self_attn.qkv_proj", "lm_head",
+                    "model.fc", "model.layers.1.mlp.down_proj"])
+    assert not dd.should_ignore_layer("model.layers.1.self_attn.g_proj", ignore)[0]
+    again, changes2, _ = dd.fix_ignore_config(new)
+    assert changes2 == {} and again == new
+
+
+# --- the modules ------------------------------------------------------------------
+
+def test_info_module_fails_before_start(run_module, tmp_path, target):
+    result = run_module(dflash_draft_info, {"path": draft(tmp_path, "literal"), "target_path": target})
+    assert result.failed and "will not work" in result["msg"] and "KeyError" in result["msg"]
+    result = run_module(dflash_draft_info, {"path": draft(tmp_path, "literal"), "target_path": target,
+                                            "fail_on_problems": False})
+    assert not result.failed and result["ok"] is False and len(result["problems"]) == 8
+    result = run_module(dflash_draft_info, {"path": draft(tmp_path, "good"), "target_path": target},
+                        check_mode=True)
+    assert not result.failed and result["ok"] and result["changed"] is False and result["exists"]
+
+
+def test_info_module_missing_draft(run_module, tmp_path):
+    result = run_module(dflash_draft_info, {"path": str(tmp_path / "nope"), "fail_on_problems": False})
+    assert result["ok"] is False and result["exists"] is False and "no config.json" in result["problems"][0]
+
+
+def test_ignore_module_check_diff_backup_idempotent(run_module, tmp_path, target):
+    path = draft(tmp_path, "literal")
+    config_path = os.path.join(path, "config.json")
+    before = open(config_path).read()
+    result = run_module(dflash_draft_ignore, {"path": path}, check_mode=True, diff=True)
+    assert result["changed"] and "layers.0.self_attn.g_proj" in result["diff"]["before"]
+    assert "re:.*\\\\.self_attn\\\\.g_proj$" in result["diff"]["after"]
+    assert open(config_path).read() == before
+    result = run_module(dflash_draft_ignore, {"path": path})
+    assert result["changed"] and os.path.isfile(result["backup_file"])
+    assert open(result["backup_file"]).read() == before
+    assert result["ignore"] == ["re:.*\\.self_attn\\.g_proj$", "re:.*\\.self_attn\\.qkv_proj$"]
+    assert dd.inspect(path, target)["ok"]
+    again = run_module(dflash_draft_ignore, {"path": path})
+    assert not again["changed"] and "backup_file" not in again
+
+
+def test_hint_sentence(tmp_path, target):
+    hint = dd.hint_sentence(dd.inspect(draft(tmp_path, "nvfp4_target"), target))
+    assert hint.startswith("The draft is DFlashLagunaForCausalLM, built for a NVFP4 target")
+    assert "served with a FP8 target" in hint and "0% acceptance" in hint

@@ -1,0 +1,76 @@
+"""procs: real child processes and sockets on this machine, a fake /proc for cgroups."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from ansible_collections.laguna.spark.plugins.module_utils import procs
+
+
+def _spawn(*args):
+    return subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(60)"] + list(args))
+
+
+def test_matching_finds_a_real_process_by_its_command_line():
+    child = _spawn("vllm", "serve", "/models/x")
+    try:
+        time.sleep(0.2)
+        found = procs.matching(r"[v]llm serve /models/x")
+        assert [p["pid"] for p in found] == [child.pid]
+        assert found[0]["uid"] == os.getuid()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_terminate_escalates_to_sigkill_for_a_process_that_ignores_sigterm():
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                              "print('ready', flush=True); time.sleep(60)"], stdout=subprocess.PIPE)
+    assert child.stdout.readline().strip() == b"ready"
+    killed = procs.terminate([child.pid], timeout=0.5)
+    child.wait(timeout=5)
+    assert killed == [child.pid] and child.returncode == -9
+
+
+def test_terminate_ends_a_polite_process_without_sigkill():
+    child = _spawn()
+    killed = procs.terminate([child.pid], timeout=5)
+    child.wait(timeout=5)
+    assert killed == [] and child.returncode == -15
+
+
+def _fake_proc(tmp_path, pid, cmd, cgroup):
+    d = tmp_path / str(pid)
+    d.mkdir()
+    (d / "cmdline").write_bytes(b"\0".join(c.encode() for c in cmd) + b"\0")
+    (d / "cgroup").write_text(cgroup)
+
+
+def test_strays_are_the_matches_outside_the_unit(tmp_path):
+    # cgroup v2 paths of a transient user service and of an SSH session.
+    _fake_proc(tmp_path, 10, ["python", "/v/bin/vllm", "serve", "/m"],
+               "0::/user.slice/user-1000.slice/user@1000.service/app.slice/laguna-vllm.service\n")
+    _fake_proc(tmp_path, 11, ["python", "/v/bin/vllm", "serve", "/m"],
+               "0::/user.slice/user-1000.slice/session-4.scope\n")
+    _fake_proc(tmp_path, 12, ["bash"], "0::/user.slice/user-1000.slice/session-4.scope\n")
+    found = procs.matching("[v]llm serve", proc=str(tmp_path))
+    assert [(p["pid"], p["unit"]) for p in found] == [(10, "laguna-vllm.service"), (11, "session-4.scope")]
+    assert [p["pid"] for p in procs.strays(found, "laguna-vllm")] == [11]
+    assert [p["pid"] for p in procs.strays(found, "laguna-vllm.service")] == [11]
+
+
+def test_listeners_names_the_process_holding_a_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    port = sock.getsockname()[1]
+    try:
+        found = procs.listeners(port)
+        assert [f["pid"] for f in found] == [os.getpid()]
+        assert found[0]["address"] == "0100007F"  # 127.0.0.1 as /proc/net/tcp prints it
+    finally:
+        sock.close()
+    assert procs.listeners(port) == []

@@ -1,0 +1,258 @@
+"""Unit tests of the staging modules: checksums and their record, the Hub's
+manifest (from the Hub double, in-process), verification and repair,
+parallel mirroring (rsync over a local stand-in for ssh), progress, page cache."""
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import stat
+import threading
+import time
+from http.server import ThreadingHTTPServer
+
+import pytest
+
+from conftest import DOUBLES
+from ansible_collections.laguna.spark.plugins.module_utils import hashcache, mirror, model_stage, page_cache
+from ansible_collections.laguna.spark.plugins.modules import (hf_repo_manifest, model_mirror, model_verify,
+                                                              page_cache as page_cache_module, transfer_progress)
+
+spec = importlib.util.spec_from_file_location("hub_double", os.path.join(DOUBLES, "hub", "hub.py"))
+hub_double = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(hub_double)
+REPO = "poolside/Laguna-S-2.1-FP8"
+
+
+@pytest.fixture
+def hub(tmp_path):
+    root = tmp_path / "hub"
+    hub_double.generate(str(root), REPO, 24, 4096)
+    log = tmp_path / "hub.jsonl"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), hub_double.handler_for(hub_double.Hub(str(root), log=str(log))))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"endpoint": "http://127.0.0.1:%d" % server.server_address[1], "root": root / REPO, "log": log}
+    server.shutdown()
+    server.server_close()
+
+
+def copy_tree(src, dst):
+    dst.mkdir(parents=True)
+    for path in src.iterdir():
+        (dst / path.name).write_bytes(path.read_bytes())
+    return dst
+
+
+def corrupt_same_size(path, offset=100):
+    st = path.stat()
+    with open(path, "r+b") as handle:
+        handle.seek(offset)
+        byte = handle.read(1)
+        handle.seek(offset)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # size and mtime as before
+
+
+# --- The digest record ------------------------------------------------------------
+
+def test_the_record_hashes_each_file_once_and_again_after_any_change(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"a" * 10000)
+    cache = hashcache.HashCache()
+    first = cache.digest(str(path))
+    assert first["sha256"] == hashlib.sha256(b"a" * 10000).hexdigest()
+    assert first["git_oid"] == hashlib.sha1(b"blob 10000\0" + b"a" * 10000).hexdigest()
+    assert [h["reason"] for h in cache.hashed] == ["not hashed before"]
+    reloaded = hashcache.HashCache(json.loads(cache.dump())["files"])
+    assert reloaded.digest(str(path)) == first and reloaded.hashed == [] and reloaded.reused == 1
+    corrupt_same_size(path)
+    again = reloaded.digest(str(path))
+    assert again["sha256"] != first["sha256"]
+    assert reloaded.hashed[0]["reason"].startswith("changed since last hashed (") and "ctime" in reloaded.hashed[0]["reason"]
+    full = hashcache.HashCache(json.loads(reloaded.dump())["files"], ignore=True)
+    full.digest(str(path))
+    assert full.hashed[0]["reason"] == "full verification requested"
+
+
+# --- What the Hub publishes -----------------------------------------------------
+
+def test_hub_manifest_matches_the_files(hub, run_module):
+    result = run_module(hf_repo_manifest, {"repo": REPO, "endpoint": hub["endpoint"]})
+    assert not result.failed and len(result["commit"]) == 40
+    files = result["files"]
+    assert len(files) == 28
+    shard = "model-00001-of-00024.safetensors"
+    data = (hub["root"] / shard).read_bytes()
+    assert files[shard] == {"size": 4096, "sha256": hashlib.sha256(data).hexdigest(),
+                            "git_oid": hashlib.sha1(b"blob 4096\0" + data).hexdigest()}
+    config = (hub["root"] / "config.json").read_bytes()
+    assert files["config.json"]["sha256"] is None  # a regular git file: checked by its blob id
+    assert files["config.json"]["git_oid"] == hashlib.sha1(b"blob %d\0" % len(config) + config).hexdigest()
+
+
+def test_hub_manifest_of_an_unknown_repo_fails(hub, run_module):
+    result = run_module(hf_repo_manifest, {"repo": "nobody/nothing", "endpoint": hub["endpoint"]})
+    assert result.failed and "404" in result["msg"] and "nobody/nothing@main" in result["msg"]
+
+
+# --- Verification and repair ------------------------------------------------------
+
+def test_verify_finds_same_size_corruption_truncation_extras_and_strays(hub, run_module, tmp_path):
+    files = run_module(hf_repo_manifest, {"repo": REPO, "endpoint": hub["endpoint"]})["files"]
+    tree = copy_tree(hub["root"], tmp_path / "copy")
+    record = str(tmp_path / "record.json")
+    args = {"path": str(tree), "expected": files, "expected_shards": 24, "hash_cache": record}
+    clean = run_module(model_verify, args)
+    assert clean["complete"] and clean["verified"] == 28 and clean["shard_count"] == 24
+    assert "hashed 28 file(s)" in clean["hashed_summary"] and not clean["changed"]
+    assert run_module(model_verify, args)["hashed_summary"] == \
+        "hashed nothing: 28 file(s) unchanged since their recorded digest"
+
+    corrupt_same_size(tree / "model-00003-of-00024.safetensors")
+    corrupt_same_size(tree / "config.json", offset=5)  # a regular git file: caught by its blob id
+    os.truncate(tree / "model-00011-of-00024.safetensors", 100)
+    (tree / "extra.bin").write_bytes(b"x")
+    download = tree / ".cache" / "huggingface" / "download"
+    download.mkdir(parents=True)
+    (download / "abc.deadbeef.12345678.incomplete").write_bytes(b"partial")
+    (download / "model-00003-of-00024.safetensors.metadata").write_text("commit\netag\n0\n")
+    (download / "model-00003-of-00024.safetensors.lock").write_text("")
+
+    checked = run_module(model_verify, args, check_mode=True)
+    assert not checked["complete"] and checked["removed"] == [] and (tree / "extra.bin").exists()
+    assert sorted(b["path"] for b in checked["bad"]) == [
+        "config.json", "model-00003-of-00024.safetensors", "model-00011-of-00024.safetensors"]
+    assert any("sha256" in b["why"] for b in checked["bad"]) and any("git blob id" in b["why"] for b in checked["bad"])
+    assert "size 100, expected 4096" in " ".join(b["why"] for b in checked["bad"])
+    assert checked["extra"] == ["extra.bin"]
+    assert sorted(checked["stray"]) == [".cache/huggingface/download/abc.deadbeef.12345678.incomplete",
+                                        ".cache/huggingface/download/model-00003-of-00024.safetensors.lock"]
+
+    repaired = run_module(model_verify, dict(args, repair=True, extras="remove", clean_partials=True))
+    assert repaired["changed"] and repaired["refetch"] == [
+        "config.json", "model-00003-of-00024.safetensors", "model-00011-of-00024.safetensors"]
+    assert not (tree / "model-00003-of-00024.safetensors").exists() and not (tree / "extra.bin").exists()
+    # hf's metadata for a removed file goes too, or `hf download` would trust its etag and skip it.
+    assert not (download / "model-00003-of-00024.safetensors.metadata").exists()
+    assert os.listdir(download) == []
+    after = run_module(model_verify, args)
+    assert after["missing"] == repaired["refetch"] and after["bad"] == [] and after["extra"] == []
+
+
+def test_verify_against_another_nodes_manifest_and_a_wrong_shard_count(tmp_path, run_module):
+    head = tmp_path / "head"
+    head.mkdir()
+    for i in range(1, 4):
+        (head / ("model-%05d-of-00003.safetensors" % i)).write_bytes(bytes([i]) * 1000)
+    ref = run_module(model_verify, {"path": str(head), "expected": {
+        p.name: {"size": 1000, "sha256": hashlib.sha256(p.read_bytes()).hexdigest()} for p in head.iterdir()},
+        "expected_shards": 3})
+    assert ref["complete"]
+    wrong = run_module(model_verify, {"path": str(head), "expected": ref["manifest"], "expected_shards": 24})
+    assert not wrong["complete"] and "3 of 24 shards" in wrong["problems"]
+    missing = run_module(model_verify, {"path": str(tmp_path / "none"), "expected": ref["manifest"]})
+    assert missing["problems"] == ["directory is missing"] and len(missing["refetch"]) == 3
+
+
+def test_stale_downloads_are_found_by_their_local_dir(tmp_path):
+    import subprocess
+    fake = tmp_path / "hf"
+    fake.write_text("#!/bin/sh\nsleep 30\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    proc = subprocess.Popen([str(fake), "download", "x/y", "--local-dir", str(tmp_path / "m")])
+    try:
+        time.sleep(0.2)
+        assert model_stage.download_processes(str(tmp_path / "m")) == [proc.pid]
+        assert model_stage.download_processes(str(tmp_path / "other")) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# --- Parallel mirroring ---------------------------------------------------------------
+
+def test_plan_balances_the_streams():
+    files = {"a": 10, "b": 9, "c": 5, "d": 4, "e": 1}
+    plan = mirror.plan(files, 2)
+    assert sorted(sum(files[f] for f in part) for part in plan) == [14, 15]
+    assert mirror.plan(files, 8) == [["a"], ["b"], ["c"], ["d"], ["e"]]
+    argv = mirror.rsync_argv("rsync", ["--archive"], "ssh -c aes128-gcm@openssh.com", "/s", "u@h:/d")
+    assert "--inplace" not in argv and "--partial-dir=.cache/laguna-rsync-partial" in argv
+    assert "--temp-dir=.cache/laguna-rsync-tmp" in argv and argv[-2:] == ["/s/", "u@h:/d/"]
+
+
+@pytest.fixture
+def local_rsh(tmp_path):
+    """An rsh that runs the remote command here (rsync's own protocol, no ssh)."""
+    rsh = tmp_path / "rsh"
+    rsh.write_text("#!/bin/sh\nshift\nexec \"$@\"\n")
+    rsh.chmod(0o755)
+    return str(rsh)
+
+
+def test_model_mirror_copies_over_parallel_streams_and_reports_progress(tmp_path, local_rsh, run_module):
+    src = tmp_path / "src"
+    src.mkdir()
+    files = {}
+    for i in range(6):
+        name = "model-%05d-of-00006.safetensors" % (i + 1)
+        (src / name).write_bytes(os.urandom(200000 + i))
+        files[name] = 200000 + i
+    dest = tmp_path / "dest"
+    (dest / ".cache" / "laguna-rsync-tmp").mkdir(parents=True)
+    progress = tmp_path / "progress.json"
+    result = run_module(model_mirror, {"src": str(src), "dest": "node:%s" % dest, "files": files, "streams": 3,
+                                       "rsh": local_rsh, "progress_file": str(progress)})
+    assert not result.failed, result
+    assert result["changed"] and len(result["streams"]) == 3 and all(s["rc"] == 0 for s in result["streams"])
+    assert sorted(line.split(" ", 1)[1] for line in result["transfers"] if line[1] == "f") == sorted(files)
+    assert all((dest / n).read_bytes() == (src / n).read_bytes() for n in files)
+    assert json.loads(progress.read_text())["done"] == sum(files.values())
+    assert result["summary"].startswith("mirrored 0.00 GB in ") and "3 stream(s)" in result["summary"]
+    checked = run_module(model_mirror, {"src": str(src), "dest": "node:%s" % dest, "files": files,
+                                        "rsh": local_rsh}, check_mode=True)
+    assert not checked["changed"]
+
+
+# --- Progress -------------------------------------------------------------------------
+
+def test_transfer_progress_waits_and_reports(tmp_path, run_module):
+    results = tmp_path / "job"
+    results.write_text(json.dumps({"started": 1, "finished": 0}))
+    progress = tmp_path / "p.json"
+    progress.write_text(json.dumps({"done": 250000000}))
+    began = time.monotonic()
+    running = run_module(transfer_progress, {"results_file": str(results), "wait": 1, "total": 1000000000,
+                                             "started": time.time() - 10, "progress_file": str(progress),
+                                             "label": "mirror target"})
+    assert time.monotonic() - began >= 1 and not running["finished"]
+    assert re.match(r"mirror target: 0\.25 of 1\.00 GB \(25\.0%\), 0\.02\d GB/s, 1[01] s$", running["msg"])
+    results.write_text(json.dumps({"rc": 0, "changed": True}))
+    tree = tmp_path / "t"
+    (tree / ".cache" / "huggingface" / "download").mkdir(parents=True)
+    (tree / "a").write_bytes(b"x" * 100)
+    (tree / ".cache" / "huggingface" / "download" / "b.etag.1234.incomplete").write_bytes(b"x" * 50)
+    done = run_module(transfer_progress, {"results_file": str(results), "wait": 30, "total": 200,
+                                          "started": time.time(), "path": str(tree), "expected": ["a", "b"]})
+    assert done["finished"] and done["done"] == 150
+
+
+# --- Page cache ---------------------------------------------------------------------
+
+def test_page_cache_reports_in_check_mode_and_drops(tmp_path, run_module):
+    tree = tmp_path / "m"
+    tree.mkdir()
+    blob = tree / "model.safetensors"
+    blob.write_bytes(os.urandom(8 << 20))
+    blob.read_bytes()
+    assert page_cache.cached_bytes(str(blob)) == 8 << 20
+    checked = run_module(page_cache_module, {"paths": [str(tree), str(tmp_path / "none")]}, check_mode=True)
+    assert checked["changed"] and checked["cached_bytes"] == 8 << 20 and checked["cached_after"] == 8 << 20
+    assert checked["msg"].startswith("would drop 0.01 GB") and not checked["trees"][str(tmp_path / "none")]["exists"]
+    assert page_cache.cached_bytes(str(blob)) == 8 << 20
+    dropped = run_module(page_cache_module, {"paths": [str(tree)]})
+    assert dropped["changed"] and dropped["cached_after"] < (1 << 20)
+    assert page_cache.cached_bytes(str(blob)) < (1 << 20)
+    again = run_module(page_cache_module, {"paths": [str(tree)]})
+    assert not again["changed"] and again["msg"].startswith("dropped 0.00 GB")
