@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that run podman or molecule: point podman at the
 # project's own containers.conf instead of /etc/containers/containers.conf.
 # CONTAINERS_CONF replaces the system files for this process tree only.

@@ -193,7 +193,7 @@ def _spread(stats, digits=1):
     if stats.get("n", 0) < 2:
         return _num(stats["median"], digits)
     return "%s (%s–%s, n=%d)" % (_num(stats["median"], digits), _num(stats["min"], digits),
-                                  _num(stats["max"], digits), stats["n"])
+                                 _num(stats["max"], digits), stats["n"])
 
 
 def _positions(values, digits=2):
@@ -382,8 +382,8 @@ def plot_data(report):
     tok_s = {
         "title": "Single-stream decode vs k%s" % mark,
         "xlabel": "draft tokens per step k (0 = no draft)", "ylabel": "decode tok/s",
-        "series": [{"label": run, "x": [k for k, _ in points], "y": [s["median"] for _, s in points],
-                    "low": [s["min"] for _, s in points], "high": [s["max"] for _, s in points]},
+        "series": [{"label": run, "x": [k for k, _s in points], "y": [s["median"] for _k, s in points],
+                    "low": [s["min"] for _k, s in points], "high": [s["max"] for _k, s in points]},
                    {"label": "recipe", "x": [0, RECIPE["k"]],
                     "y": [RECIPE["baseline_tok_s"], RECIPE["decode_tok_s"]]}],
     }

@@ -110,7 +110,7 @@ COUNT = Bound(min=1)
 # Range or format of every variable the roles declare. Types live in the
 # roles' meta/argument_specs.yml.
 BOUNDS = {
-    # common
+    # laguna (the shared settings)
     "laguna_user": Bound(fmt="word", nullable=False),
     "laguna_home": Bound(fmt="abspath"),
     "laguna_venv": Bound(fmt="abspath", nullable=False),
@@ -144,6 +144,7 @@ BOUNDS = {
     "preflight_stray_pattern": Bound(fmt="text"),
     "preflight_stray_action": ANY,  # choices in the spec
     "preflight_stray_timeout": Bound(min=1, max=600),
+    "preflight_page_cache_paths": Bound(elements="abspath"),
     # linger
     "linger_wait_timeout": SECONDS,
     # staging
@@ -152,7 +153,7 @@ BOUNDS = {
     "staging_hf_bin": Bound(fmt="abspath"),
     "staging_hf_environment": Bound(keys="envname"),
     "staging_download_timeout": SECONDS,
-    "staging_progress_interval": Bound(min=1, max=3600),
+    "staging_progress_interval": Bound(min=1, max=30),  # progress at least every 30 s
     "staging_hash_cache": Bound(fmt="abspath"),
     "staging_mirror_streams": Bound(min=1, max=64),
     "staging_mirror_timeout": SECONDS,
@@ -265,7 +266,7 @@ BOUNDS = {
     "draft_quant_venv": Bound(fmt="abspath"),
     # teardown
     "teardown_stray_pattern": Bound(fmt="text"),
-    # config_check itself (proposed for roles/common)
+    # config_check itself (roles/laguna)
     "laguna_unknown_variables": ANY,  # choices fail, warn
     "laguna_allow_shrink": ANY,
 }

@@ -683,7 +683,7 @@ def inspect(draft_path, target_path=None, draft_repo=None, draft_target_family=N
                         % ", ".join(dead))
     scheme = None
     if quant:
-        groups = [g for g in (quant.get("config_groups") or {}).values()]
+        groups = list((quant.get("config_groups") or {}).values())
         described = sorted({describe_args(g.get("weights"), g.get("format") or quant.get("format")) or "" for g in groups})
         scheme = {
             "quant_method": quant.get("quant_method"),

@@ -30,7 +30,7 @@ ITEMIZED = re.compile(r"^[<>ch.*][fdLDS][c.+?][s.+?][tT.+?]")
 def plan(files, streams):
     """Spread {path: size} over at most ``streams`` lists, largest first onto
     the least loaded stream, so the streams finish together."""
-    buckets = [[0, []] for _ in range(max(1, min(streams, len(files))))]
+    buckets = [[0, []] for _stream in range(max(1, min(streams, len(files))))]
     for rel, size in sorted(files.items(), key=lambda kv: (-kv[1], kv[0])):
         bucket = min(buckets, key=lambda b: b[0])
         bucket[0] += size

@@ -164,7 +164,7 @@ def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=
         raise ValueError("%d prompt tokens is less than the chat template's own %d" % (target_tokens, overhead))
     head = salt + _CODE_HEAD
     chars_per_token, raw = 3.5, []
-    for _ in range(6):
+    for _attempt in range(6):
         text = code_prompt(int(need * 1.1) + 64, chars_per_token, head)
         raw = tokenize(base_url, model, prompt=text, add_special_tokens=False, timeout=timeout)["tokens"]
         if len(raw) >= need:

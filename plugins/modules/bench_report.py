@@ -43,13 +43,16 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Reports what would be written and writes nothing.
+    description: Reports what would be written and writes nothing.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX controller or node.
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -29,10 +29,14 @@ description:
 attributes:
   check_mode:
     support: full
+    description: Reports the rewrite it would make and writes nothing.
   diff_mode:
     support: full
+    description: Shows the ignore list before and after the rewrite.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX host holding the draft checkpoint.
 options:
   path:
     description: The draft checkpoint directory (its C(config.json) is rewritten).
@@ -43,7 +47,7 @@ options:
     type: bool
     default: true
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

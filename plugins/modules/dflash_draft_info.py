@@ -39,10 +39,14 @@ description:
 attributes:
   check_mode:
     support: full
+    description: Only reads files; the same result in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX host holding the draft and target checkpoints.
 options:
   path:
     description: The draft checkpoint directory.
@@ -63,7 +67,7 @@ options:
     type: bool
     default: true
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -20,10 +20,14 @@ description:
 attributes:
   check_mode:
     support: full
+    description: Only reads from the Hub; the same result in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX system that can reach the Hub.
 options:
   repo:
     description: Repo id, as C(owner/name).
@@ -44,7 +48,7 @@ options:
     type: int
     default: 30
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -15,7 +15,7 @@ description:
     O(streams) rsync processes (largest files first onto the least loaded
     stream), each over its own ssh connection with O(rsh), so that the copy
     uses several cores instead of one.
-  - Each stream writes into C(.cache/laguna-rsync-tmp) under O(dest_path)
+  - Each stream writes into C(.cache/laguna-rsync-tmp) under O(dest)
     and renames a file into place only when it is whole; an interrupted file
     is kept in C(.cache/laguna-rsync-partial) and resumed by the next run. No
     half-written file is ever under its final name.
@@ -26,11 +26,14 @@ description:
 attributes:
   check_mode:
     support: full
-    details: Runs rsync with C(--dry-run).
+    description: Runs rsync with C(--dry-run).
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux nodes with rsync and ssh (DGX Spark, Ubuntu 24.04).
 options:
   src:
     description: Local directory holding the good copy.
@@ -65,7 +68,7 @@ options:
     description: JSON file to write progress to.
     type: path
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -38,8 +38,19 @@ options:
   reference:
     description: Manifest (relative path to size) this directory must match.
     type: dict
+attributes:
+  check_mode:
+    support: full
+    description: Only reads the directory; the same result in check mode.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

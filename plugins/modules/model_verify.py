@@ -28,11 +28,14 @@ description:
 attributes:
   check_mode:
     support: full
-    details: Reports what it would remove; removes and stops nothing.
+    description: Reports what it would remove; removes and stops nothing.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
 options:
   path:
     description: The checkpoint directory.
@@ -76,7 +79,7 @@ options:
     type: bool
     default: false
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -201,7 +204,7 @@ def stop(pids):
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        for _ in range(50):
+        for _attempt in range(50):
             if not any(os.path.exists("/proc/%d" % pid) and not _zombie(pid) for pid in pids):
                 return
             time.sleep(0.1)

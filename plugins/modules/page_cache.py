@@ -22,11 +22,14 @@ description:
 attributes:
   check_mode:
     support: full
-    details: Reports how much is cached and would be dropped; drops nothing.
+    description: Reports how much is cached and would be dropped; drops nothing.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: linux
+    description: Linux (C(mincore(2)) and C(posix_fadvise(2))).
 options:
   paths:
     description: Directory trees (missing ones are reported as such and skipped).
@@ -39,7 +42,7 @@ options:
     choices: [dropped, present]
     default: dropped
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -20,10 +20,14 @@ description:
 attributes:
   check_mode:
     support: full
+    description: Only reads and waits; the same result in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX system the async job runs on.
 options:
   results_file:
     description: The async job's results file (an async task's registered C(results_file)).
@@ -61,7 +65,7 @@ options:
     type: str
     default: transfer
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

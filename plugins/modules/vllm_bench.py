@@ -79,13 +79,16 @@ options:
 attributes:
   check_mode:
     support: full
-    details: Nothing is sent in check mode.
+    description: Nothing is sent in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   platform:
+    support: full
     platforms: posix
+    description: Any POSIX host that can reach the server.
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -291,9 +294,9 @@ def main():
             url=dict(type="str", default="http://127.0.0.1:8000"),
             model=dict(type="str"),
             measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
-            prompt_tokens=dict(type="int", default=2048),
+            prompt_tokens=dict(type="int", default=2048, no_log=False),
             exact_prompt=dict(type="bool", default=True),
-            max_tokens=dict(type="int", default=512),
+            max_tokens=dict(type="int", default=512, no_log=False),
             runs=dict(type="int", default=3),
             warmup=dict(type="int", default=1),
             prompts=dict(type="list", elements="str", default=[]),

@@ -31,8 +31,19 @@ options:
     description: Fail when no draft token was accepted, or none proposed.
     type: bool
     default: false
+attributes:
+  check_mode:
+    support: full
+    description: Only reads C(/metrics); the same result in check mode.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Any POSIX host that can reach the server.
 author:
-  - laguna-spark developers
+  - laguna-spark developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -21,7 +21,7 @@ def run_in_venv(python, script, payload=None, timeout=240, env=None):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise AssertionError("%s failed (rc %d):\n%s\n%s" % (script, proc.returncode, proc.stdout[-3000:],
-                                                            proc.stderr[-5000:]))
+                                                             proc.stderr[-5000:]))
     return json.loads(lines[-1])
 
 

@@ -145,7 +145,7 @@ def rebuild_model_class(module_name, class_name):
                 if arg is not None:
                     arg.annotation = None
             item.returns = None
-            item.args.defaults = [ast.Constant(None) for _ in item.args.defaults]
+            item.args.defaults = [ast.Constant(None) for _default in item.args.defaults]
             item.args.kw_defaults = [None if d is None else ast.Constant(None) for d in item.args.kw_defaults]
             item.body = [ast.Raise(ast.Call(ast.Name("NotImplementedError", ast.Load()), [], []), None)]
             body.append(item)

@@ -61,7 +61,7 @@ sys.stdout.write("\n@@laguna-result@@" + json.dumps(out) + "\n")
 def vllm_decide(vllm_python, cases):
     env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", VLLM_CONFIGURE_LOGGING="0")
     done = subprocess.run([vllm_python, "-c", VLLM_SIDE], input=json.dumps(cases), capture_output=True,
-                          text=True, timeout=600, env=env)
+                          text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     line = [l for l in done.stdout.splitlines() if l.startswith("@@laguna-result@@")][-1]
     return json.loads(line[len("@@laguna-result@@"):])
@@ -156,7 +156,7 @@ def test_tricky_entries_match_as_in_vllm(decided):
 def rewritten_cases(tmp_path):
     path = fx.make_draft(str(tmp_path / "literal-fixed"), "literal")
     config = json.load(open(os.path.join(path, "config.json")))
-    fixed, changes, _ = dd.fix_ignore_config(config)
+    fixed, changes, _unmatched = dd.fix_ignore_config(config)
     assert changes
     quant = fixed["quantization_config"]
     return [{"name": l["name"], "cls": l["cls"], "ignore": quant["ignore"], "quant": quant}

@@ -13,7 +13,6 @@ ModelConfig, k).  What is not real, because there is no GPU and no checkpoint:
     interface inspection, since their modules import CUDA kernels.
 """
 
-import json
 import os
 
 import pytest

@@ -32,7 +32,7 @@ def families(text, prefix="vllm:spec_decode"):
         match = _SAMPLE.match(line)
         if match and match.group(1).startswith(prefix):
             name = match.group(1)
-            labels = tuple(sorted(k for k, _ in _LABEL.findall(match.group(2) or "")))
+            labels = tuple(sorted(k for k, _value in _LABEL.findall(match.group(2) or "")))
             count = seen.get(name, (None, labels, 0))[2]
             seen[name] = (types.get(name), labels, count + 1)
     return seen
@@ -80,7 +80,7 @@ def test_standin_metrics_have_vllms_names_types_and_labels(real, standin_text):
 
 def test_standin_token_counters_are_declared_as_vllm_declares_them(real, standin_text):
     ours, theirs = families(standin_text, "vllm:"), families(real["text"], "vllm:")
-    for name, (kind, labels, _) in ours.items():
+    for name, (kind, labels, _count) in ours.items():
         assert name in theirs, "%s is not a metric vLLM 0.25.1 exports" % name
         assert theirs[name][:2] == (kind, labels), name
 

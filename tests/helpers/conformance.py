@@ -129,11 +129,12 @@ def recipe_items(calls, text, home, head_ip, worker_ip):
     return items
 
 
-def collection_items(rendered, systemd_run_argv):
+def collection_items(rendered, systemd_run_argv, rsync_argv):
     """Items of what the collection renders (tests.helpers.render output).
 
-    systemd_run_argv(name, command, environment, properties) -> argv is the
-    collection's own systemd-run command builder.
+    systemd_run_argv(name, command, environment, properties) -> argv and
+    rsync_argv(options, rsh) -> argv are the collection's own command
+    builders (of the systemd_run_service and model_mirror modules).
     """
     hosts = rendered["hosts"]
     head = hosts[rendered["head"]]
@@ -150,8 +151,8 @@ def collection_items(rendered, systemd_run_argv):
     v = head["vars"]
     for artifact in v["staging_artifacts"]:
         items["hf-download %s local-dir" % artifact["repo"]] = _norm(artifact["path"], home)
-    rsh = " ".join(["ssh", "-c", v["staging_ssh_cipher"]] + list(v["staging_ssh_options"]))
-    items.update(_rsync_items(["rsync"] + list(v["staging_rsync_options"]) + ["-e", rsh]))
+    rsh = " ".join(shlex.quote(a) for a in ["ssh", "-c", v["staging_ssh_cipher"]] + list(v["staging_ssh_options"]))
+    items.update(_rsync_items(rsync_argv(list(v["staging_rsync_options"]), rsh)))
     items["clean-slate pkill pattern"] = v["preflight_stray_pattern"]
     body = {"model": v["vllm_serve_served_model_name"],
             "messages": [{"role": "user", "content": v["vllm_serve_smoke_prompt"]}],

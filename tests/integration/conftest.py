@@ -13,7 +13,7 @@ import pytest
 
 from helpers import DOUBLES, ROOT  # noqa: F401  (re-exported for `from conftest import ...`)
 from helpers.collection import collections_path
-from helpers.sysfs import make_port, mapped
+from helpers.sysfs import spark
 
 # The installed copy of the collection: imported here, and run by ansible-runner.
 COLLECTIONS = collections_path()
@@ -32,7 +32,9 @@ class Runner:
     def __init__(self, tmp_path):
         self.base = tmp_path
         self.runs = 0
-        self.sysfs = make_port(tmp_path / "sys", {3: (mapped("127.0.0.1"), "RoCE v2")})
+        # A Spark's RDMA side: the cabled port's two PCIe twins, 127.0.0.1 on
+        # the first (its RoCE v2 GID at index 3), 127.0.1.1 on the second.
+        self.sysfs, self.sysfs_net = spark(tmp_path / "sys", address="127.0.0.1", twin1_address="127.0.1.1")
 
     def run(self, tasks_yaml, extravars=None, cmdline=None):
         self.runs += 1
@@ -44,9 +46,8 @@ class Runner:
             "ansible_python_interpreter=%s\n" % sys.executable)
         (data / "project" / "play.yml").write_text(
             "- hosts: spark_head\n  gather_facts: false\n  tasks:\n" + tasks_yaml)
-        # One RDMA device without PCIe twins: the fabric role accepts one.
         extravars = dict({"laguna_user": getpass.getuser(), "laguna_sysfs_infiniband": self.sysfs,
-                          "fabric_min_twins": 1}, **(extravars or {}))
+                          "fabric_sysfs_net": self.sysfs_net}, **(extravars or {}))
         result = ansible_runner.run(
             private_data_dir=str(data), playbook="play.yml", extravars=extravars,
             cmdline=cmdline, quiet=True,

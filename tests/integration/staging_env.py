@@ -82,7 +82,7 @@ class HubDouble:
         self.proc = subprocess.Popen([sys.executable, HUB, "serve", "--root", str(self.root), "--port", "0",
                                       "--port-file", str(self.port_file), "--log", str(self.log),
                                       "--rate-file", str(self.rate_file)], stderr=subprocess.DEVNULL)
-        for _ in range(100):
+        for _attempt in range(100):
             if self.port_file.exists():
                 self.endpoint = "http://127.0.0.1:%s" % self.port_file.read_text()
                 return self
@@ -121,7 +121,7 @@ class Sshd:
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
         shutil.copy(str(self.key) + ".pub", self.dir / "authorized_keys")
         os.makedirs("/run/sshd", exist_ok=True)
-        from conftest import free_port
+        from helpers import free_port
         self.port = free_port()
         (self.dir / "sshd_config").write_text("\n".join([
             "Port %d" % self.port, "ListenAddress 127.0.0.1", "ListenAddress 127.0.0.2", "HostKey %s/host_ed25519" % self.dir,
@@ -131,8 +131,8 @@ class Sshd:
             "Ciphers aes128-gcm@openssh.com,chacha20-poly1305@openssh.com", ""]))
         self.proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", str(self.dir / "sshd_config")],
                                      stderr=open(self.dir / "sshd.log", "w"))
-        for _ in range(100):
-            probe = subprocess.run(["ssh"] + self.options() + ["root@127.0.0.2", "true"], capture_output=True)
+        for _attempt in range(100):
+            probe = subprocess.run(["ssh"] + self.options() + ["root@127.0.0.2", "true"], capture_output=True, check=False)
             if probe.returncode == 0:
                 return
             time.sleep(0.1)
@@ -220,7 +220,8 @@ def kill_when(pattern, ready, timeout=60):
 def run_play(runner, tasks_yaml, extravars, inventory, cmdline=None, hosts="all"):
     """Like conftest's Runner.run, with an inventory of our own (a head and a worker)."""
     import ansible_runner
-    from conftest import COLLECTIONS
+    from helpers.collection import collections_path
+    collections = collections_path()
     runner.runs += 1
     data = runner.base / ("runner-%d" % runner.runs)
     (data / "project").mkdir(parents=True)
@@ -230,7 +231,7 @@ def run_play(runner, tasks_yaml, extravars, inventory, cmdline=None, hosts="all"
         "- hosts: %s\n  gather_facts: false\n  tasks:\n" % hosts + tasks_yaml)
     result = ansible_runner.run(
         private_data_dir=str(data), playbook="play.yml", extravars=extravars, cmdline=cmdline, quiet=True,
-        envvars={"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DIFF_ALWAYS": "0"})
+        envvars={"ANSIBLE_COLLECTIONS_PATH": collections, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_DIFF_ALWAYS": "0"})
     result.text = result.stdout.read()
     result.flat = " ".join(result.text.split())
     return result

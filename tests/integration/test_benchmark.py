@@ -21,7 +21,10 @@ import ansible_runner
 import pytest
 from PIL import Image
 
-from conftest import COLLECTIONS, DOUBLES, free_port
+from helpers import DOUBLES, free_port
+from helpers.collection import collections_path
+
+COLLECTIONS = collections_path()
 from helpers.sysfs import make_port, mapped
 from ansible_collections.laguna.spark.plugins.module_utils import bench_report, dflash_patch
 
@@ -72,7 +75,7 @@ def stop(unit):
         os.killpg(u["pid"], signal.SIGTERM)
     except OSError:
         pass
-    for _ in range(100):
+    for _attempt in range(100):
         if not alive(u["pid"]):
             break
         time.sleep(0.1)

@@ -14,7 +14,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from helpers import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
 import draft_fixtures as fx  # noqa: E402
@@ -35,7 +35,7 @@ def quant_venv():
         return venv
     subprocess.run(["python3", "-m", "venv", "--clear", venv], check=True)
     done = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "-q"] + pins,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
         pytest.fail("cannot install %s: %s" % (pins, done.stderr[-2000:]))
     with open(stamp, "w") as handle:

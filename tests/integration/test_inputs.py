@@ -1,4 +1,4 @@
-"""roles/common/tasks/validate.yml through ansible-runner on localhost: a bad
+"""roles/laguna/tasks/validate.yml through ansible-runner on localhost: a bad
 configuration is refused, naming the variable, before anything restarts."""
 import getpass
 import json
@@ -9,7 +9,10 @@ import sys
 import ansible_runner
 import pytest
 
-from conftest import COLLECTIONS, DOUBLES
+from helpers import DOUBLES
+from helpers.collection import collections_path
+
+COLLECTIONS = collections_path()
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +34,7 @@ def run(tmp_path, extra=(), hosts=None, extravars=None, name="run"):
   gather_facts: false
   tasks:
     - ansible.builtin.include_role:
-        name: laguna.spark.common
+        name: laguna.spark.laguna
         tasks_from: validate
     - name: Restart (stand-in)
       ansible.builtin.file:
@@ -39,7 +42,7 @@ def run(tmp_path, extra=(), hosts=None, extravars=None, name="run"):
         state: touch
     - name: Keep what config_check returned
       ansible.builtin.copy:
-        content: "{{ common_config_check | to_json }}"
+        content: "{{ laguna_config_check | to_json }}"
         dest: "%s/check-{{ inventory_hostname }}.json"
         mode: "0644"
 """ % (tmp_path, tmp_path))

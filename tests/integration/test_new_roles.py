@@ -2,15 +2,12 @@
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT  # noqa: F401
 from standin_wheels import Index, build_index
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-from test_fabric import spark  # noqa: E402
+from helpers.sysfs import make_port, mapped, spark
 
 pytestmark = pytest.mark.integration
 
@@ -79,8 +76,8 @@ def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):
     result = runner.run(
         "    - ansible.builtin.include_role:\n        name: laguna.spark.fabric\n"
         "    - ansible.builtin.copy:\n        dest: %s/root/etc/netplan/60-laguna-fabric.yaml\n"
-        "        content: '{{ laguna_fabric.netplan }}'\n        mode: '0600'\n"
-        "    - ansible.builtin.debug:\n        msg: 'ENV {{ laguna_fabric_nccl_env | to_json }}'\n" % tmp_path,
+        "        content: '{{ fabric_facts.netplan }}'\n        mode: '0600'\n"
+        "    - ansible.builtin.debug:\n        msg: 'ENV {{ fabric_nccl_env | to_json }}'\n" % tmp_path,
         {"laguna_sysfs_infiniband": ib, "fabric_sysfs_net": net, "laguna_roce_ip": "192.168.100.1",
          "fabric_manage_netplan": False, "laguna_model_path": "/m", "laguna_draft_path": "/d"})
     assert result.rc == 0, result.text
@@ -88,9 +85,8 @@ def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):
     assert "=rocep1s0f1:1,roceP2p1s0f1:1" in env_line and "NCCL_IB_GID_INDEX" not in env_line
     assert "rocep1s0f1 enp1s0f1np1 192.168.100.1/24; roceP2p1s0f1 enP2p1s0f1np1 192.168.101.1/24; GID policy nccl" in result.flat
     assert "fabric_manage_netplan is false; netplan left alone" in result.flat
-    netplan = shutil.which("netplan") or ("/usr/sbin/netplan" if os.path.exists("/usr/sbin/netplan") else None)
-    if not netplan:
-        pytest.skip("netplan is not installed (apt-get install netplan.io)")
+    netplan = shutil.which("netplan") or "/usr/sbin/netplan"
+    assert os.path.exists(netplan), "netplan is not installed (scripts/setup.sh installs netplan.io)"
     root = tmp_path / "root"
     subprocess.run([netplan, "generate", "--root-dir", str(root)], check=True, capture_output=True)
     generated = {p.name: p.read_text() for p in (root / "run" / "systemd" / "network").glob("*")}
@@ -99,16 +95,23 @@ def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):
     assert "MTUBytes=9000" in generated["10-netplan-enp1s0f1np1.network"] + generated.get("10-netplan-enp1s0f1np1.link", "")
 
 
-def test_fabric_on_fake_tree_skips_netplan(runner):
-    """The conftest's fake tree (no PCI device): discovery only, one twin allowed."""
-    result = runner.include_role("fabric", {"fabric_min_twins": 1, "laguna_model_path": "/m", "laguna_draft_path": "/d"})
+def _one_device_tree(tmp_path):
+    """A fake tree with one RDMA device and no PCI device behind it (as in the containers)."""
+    return make_port(tmp_path / "one", {3: (mapped("127.0.0.1"), "RoCE v2")})
+
+
+def test_fabric_on_fake_tree_skips_netplan(runner, tmp_path):
+    """A fake tree (no PCI device): discovery only, one twin allowed."""
+    result = runner.include_role("fabric", {"fabric_min_twins": 1, "laguna_model_path": "/m", "laguna_draft_path": "/d",
+                                            "laguna_sysfs_infiniband": _one_device_tree(tmp_path)})
     assert result.rc == 0, result.text
     assert "(a fake tree); netplan left alone" in result.flat
     assert "GID policy nccl" in result.flat
     assert result.stats["changed"].get("localhost", 0) == 0
 
 
-def test_fabric_wants_two_twins_by_default(runner):
-    result = runner.include_role("fabric", {"laguna_model_path": "/m", "laguna_draft_path": "/d"})
+def test_fabric_wants_two_twins_by_default(runner, tmp_path):
+    result = runner.include_role("fabric", {"laguna_model_path": "/m", "laguna_draft_path": "/d",
+                                            "laguna_sysfs_infiniband": _one_device_tree(tmp_path)})
     assert result.rc != 0
     assert "the cabled port shows rocep1s0f1 (1), 2 expected" in result.flat

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.laguna.spark.plugins.module_utils import systemd_run
+from ansible_collections.laguna.spark.plugins.module_utils import mirror, systemd_run
 from helpers import conformance, recipe, render
 
 ROOT = render.ROOT
@@ -24,6 +24,11 @@ def collection_systemd_run(name, command, environment, properties):
                                 systemd_run.description("d", digest))
 
 
+def collection_rsync(options, rsh):
+    """The argv of one of the staging mirror's rsync streams (model_mirror module)."""
+    return mirror.rsync_argv("rsync", options, rsh, "/src", "worker:/dest")
+
+
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
     rendered = render.render_default_deployment(str(tmp_path_factory.mktemp("render")))
@@ -33,7 +38,7 @@ def sides(tmp_path_factory):
     calls, transcript = recipe.run_recipe(str(tmp_path_factory.mktemp("recipe")), head["home"],
                                           head["user"], rendered["sysfs"], text=text)
     want = conformance.recipe_items(calls, text, head["home"], head["roce_ip"], worker["roce_ip"])
-    have = conformance.collection_items(rendered, collection_systemd_run)
+    have = conformance.collection_items(rendered, collection_systemd_run, collection_rsync)
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         table = conformance.differences_table(fh.read())
     return {"want": want, "have": have, "table": table, "transcript": transcript, "calls": calls,

@@ -56,7 +56,7 @@ def test_per_position_probabilities():
 def test_acceptance_draws_converge_to_the_probabilities():
     model = speed_model.SpeedModel(6, {"LAGUNA_STANDIN_ACCEPTANCE_PER_POS": RECIPE_POS})
     counts = [0] * 6
-    for _ in range(3000):
+    for _attempt in range(3000):
         for pos in range(model.accepted_this_step()):
             counts[pos] += 1
     assert [c / 3000.0 for c in counts] == pytest.approx([0.89, 0.76, 0.65, 0.55, 0.48, 0.41], abs=0.005)
@@ -76,7 +76,7 @@ def test_the_recipes_shape_in_the_speed_model():
 
 
 def test_tokenize_and_detokenize_like_vllm(standin):
-    url, _ = standin(6, max_model_len=4096)
+    url, _engine = standin(6, max_model_len=4096)
     text = "def f(x):\n        return x + 1  # twelve"
     raw = vllm_client.tokenize(url, "laguna-s-fp8", prompt=text, add_special_tokens=False)
     assert set(raw) == {"count", "max_model_len", "tokens", "token_strs"}
@@ -93,7 +93,7 @@ def test_tokenize_and_detokenize_like_vllm(standin):
 
 @pytest.mark.parametrize("target", [64, 2048, 5000])
 def test_exact_prompts_have_the_target_count(standin, target):
-    url, _ = standin(6)
+    url, _engine = standin(6)
     prompt = vllm_client.exact_prompt(url, "laguna-s-fp8", target, salt="Run 1.\n")
     assert prompt["exact"] and prompt["prompt_tokens"] == target
     assert prompt["content"].startswith("Run 1.\nReview the following Python module")
@@ -122,7 +122,7 @@ def test_decode_figures_match_the_speed_model(standin, run_module):
 
 
 def test_baseline_decode_and_ttft_match_the_speed_model(standin, run_module):
-    url, _ = standin(0, TOKENS_PER_S=100, PREFILL_TOKENS_PER_S=20000)
+    url, _engine = standin(0, TOKENS_PER_S=100, PREFILL_TOKENS_PER_S=20000)
     result = run_module(vllm_bench, {"url": url, "prompt_tokens": 256, "max_tokens": 50, "runs": 2, "warmup": 0})
     assert result["decode_tok_s"] == pytest.approx(100, rel=0.1)
     assert result["acceptance_rate"] is None and not result["spec"]["present"]
@@ -132,7 +132,7 @@ def test_baseline_decode_and_ttft_match_the_speed_model(standin, run_module):
 
 
 def test_ttft_beyond_the_context_is_skipped(standin, run_module):
-    url, _ = standin(6, max_model_len=4096)
+    url, _engine = standin(6, max_model_len=4096)
     result = run_module(vllm_bench, {"url": url, "measure": "ttft", "prompt_tokens": 4090, "max_tokens": 8})
     assert result["skipped"] and "exceed the served context of 4096 tokens" in result["msg"]
     # The server refuses such a request as vLLM does, and the module says why.
@@ -147,14 +147,14 @@ def test_ttft_beyond_the_context_is_skipped(standin, run_module):
 def test_greedy_outputs_are_identical_with_and_without_the_draft(standin, run_module):
     prompts = ["Write a CSV parser.", "Implement an LRU cache."]
     args = {"measure": "greedy", "prompts": prompts, "max_tokens": 24}
-    base_url, _ = standin(0)
+    base_url, _engine = standin(0)
     base = run_module(vllm_bench, dict(args, url=base_url))["outputs"]
-    draft_url, _ = standin(6, ACCEPTANCE_PER_POS=RECIPE_POS)
+    draft_url, _engine = standin(6, ACCEPTANCE_PER_POS=RECIPE_POS)
     draft = run_module(vllm_bench, dict(args, url=draft_url))["outputs"]
     assert [len(o["token_ids"]) for o in base] == [24, 24]
     assert base[0]["token_ids"] != base[1]["token_ids"]  # the output depends on the prompt
     assert [o["token_ids"] for o in draft] == [o["token_ids"] for o in base]
-    lossy_url, _ = standin(6, LOSSY=1)
+    lossy_url, _engine = standin(6, LOSSY=1)
     lossy = run_module(vllm_bench, dict(args, url=lossy_url))["outputs"]
     assert lossy[0]["token_ids"][:3] == base[0]["token_ids"][:3] and lossy[0]["token_ids"][3] != base[0]["token_ids"][3]
 

@@ -189,7 +189,7 @@ def test_rewrite_collapses_full_layer_sets_and_escapes_partial_ones():
                    ["model.layers.0.self_attn.g_proj", "model.layers.1.self_attn.qkv_proj", "lm_head",
                     "model.fc", "model.layers.1.mlp.down_proj"])
     assert not dd.should_ignore_layer("model.layers.1.self_attn.g_proj", ignore)[0]
-    again, changes2, _ = dd.fix_ignore_config(new)
+    again, changes2, _unmatched = dd.fix_ignore_config(new)
     assert changes2 == {} and again == new
 
 

@@ -5,48 +5,7 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import fabric
 from ansible_collections.laguna.spark.plugins.modules import rdma_netdev_info
-from test_roce_gid import make_port, mapped
-
-FE80 = "fe80:0000:0000:0000:4ebb:47ff:fe0a:1b2c"
-
-
-def table(address, extra=None):
-    """A ConnectX GID table: link-local v1/v2, then (extra, then) the address v1/v2."""
-    gids = {0: (FE80, "IB/RoCE v1"), 1: (FE80, "RoCE v2")}
-    nxt = 2
-    for ip in ([extra] if extra else []) + ([address] if address else []):
-        gids[nxt] = (mapped(ip), "IB/RoCE v1")
-        gids[nxt + 1] = (mapped(ip), "RoCE v2")
-        nxt += 2
-    return gids
-
-
-def make_device(root, name, pci, netdev, gids, state="4: ACTIVE", mtu=9000):
-    """A device as the kernel shows it: device -> PCI dir with net/<netdev>."""
-    ib, net, pcidir = root / "ib", root / "net", root / "pci" / pci
-    make_port(ib, gids, hca=name, ndev=netdev)
-    (pcidir / "net" / netdev).mkdir(parents=True, exist_ok=True)
-    (pcidir / "current_link_speed").write_text("32.0 GT/s PCIe\n")
-    (pcidir / "current_link_width").write_text("4\n")
-    os.symlink(pcidir, ib / name / "device")
-    port = ib / name / "ports" / "1"
-    (port / "state").write_text(state + "\n")
-    (port / "rate").write_text("200 Gb/sec (4X HDR)\n")
-    (port / "link_layer").write_text("Ethernet\n")
-    (net / netdev).mkdir(parents=True, exist_ok=True)
-    (net / netdev / "mtu").write_text("%d\n" % mtu)
-    (net / netdev / "operstate").write_text("up\n")
-    return str(ib), str(net)
-
-
-def spark(root, twin1_address="192.168.101.1", extra=None, cabled="f1"):
-    """A DGX Spark: both ports' twins; port f1 cabled (ACTIVE)."""
-    for fn, state in (("0", "1: DOWN" if cabled == "f1" else "4: ACTIVE"), ("1", "4: ACTIVE" if cabled == "f1" else "1: DOWN")):
-        addr0 = "192.168.100.1" if fn == cabled[-1] else None
-        addr1 = twin1_address if fn == cabled[-1] else None
-        make_device(root, "rocep1s0f%s" % fn, "0000:01:00.%s" % fn, "enp1s0f%snp%s" % (fn, fn), table(addr0, extra), state)
-        make_device(root, "roceP2p1s0f%s" % fn, "0002:01:00.%s" % fn, "enP2p1s0f%snp%s" % (fn, fn), table(addr1), state)
-    return str(root / "ib"), str(root / "net")
+from helpers.sysfs import FE80, gid_table as table, make_port, mapped, spark
 
 
 def run(run_module, ib, net, **kw):

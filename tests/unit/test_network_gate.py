@@ -5,7 +5,7 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import perftest
 from ansible_collections.laguna.spark.plugins.modules import ib_bw_check
-from conftest import DOUBLES
+from helpers import DOUBLES
 
 REC = os.path.join(DOUBLES, "recorded")
 

@@ -13,7 +13,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from conftest import DOUBLES
+from helpers import DOUBLES
 from ansible_collections.laguna.spark.plugins.module_utils import hashcache, mirror, model_stage, page_cache
 from ansible_collections.laguna.spark.plugins.modules import (hf_repo_manifest, model_mirror, model_verify,
                                                               page_cache as page_cache_module, transfer_progress)

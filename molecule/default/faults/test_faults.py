@@ -90,7 +90,7 @@ def test_the_cluster_starts_healthy(digests_before):
 
 def test_a_killed_vllm_is_started_again():
     podman(HEAD, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-vllm.service", user=USER)
-    rc, changed, out, _ = play("--tags", "vllm_serve")
+    rc, changed, out, _seconds = play("--tags", "vllm_serve")
     assert rc == 0, out[-3000:]
     assert changed[HEAD] >= 1 and healthy()
 
@@ -107,7 +107,7 @@ def test_a_hung_vllm_is_found_within_the_bound_and_restarted():
 def test_a_killed_worker_raylet_restarts_the_raylet_and_vllm():
     before = vllm_pid()
     podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
-    rc, changed, out, _ = play("--tags", "ray_cluster,vllm_serve")
+    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
     assert rc == 0, out[-3000:]
     assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
     # vLLM's Ray workers died with the raylet: it must not keep running on a
@@ -128,13 +128,13 @@ def test_a_changed_worker_gid_index_restarts_every_service_that_captured_it():
            % (" ".join(old), types, mapped, types, new, types, new, types, new))
     before_worker = unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
     before_vllm = vllm_pid()
-    rc, changed, out, _ = play("--tags", "ray_cluster,vllm_serve")
+    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
     assert rc == 0, out[-3000:]
     env = unit(WORKER, "laguna-ray-worker", "Environment")["Environment"]
     assert "NCCL_IB_GID_INDEX=7" in env.split() or "NCCL_IB_ADDR_RANGE" in env
     assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] != before_worker
     assert vllm_pid() != before_vllm and healthy()
-    rc, changed, out, _ = play("--tags", "ray_cluster,vllm_serve")
+    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
 
 
@@ -144,7 +144,7 @@ def test_a_stray_vllm_serve_beside_the_unit_is_stopped_and_the_unit_is_not():
                                ">/dev/null 2>&1 &", user=USER)
     time.sleep(1)
     assert podman(HEAD, "pgrep", "-f", "vllm serve /models/manual", check=False)
-    rc, changed, out, _ = play("--tags", "preflight")
+    rc, changed, out, _seconds = play("--tags", "preflight")
     assert rc == 0, out[-3000:]
     assert not podman(HEAD, "pgrep", "-f", "vllm serve /models/manual", check=False)
     assert vllm_pid() == unit_pid and healthy()
@@ -155,13 +155,13 @@ def test_a_port_held_by_another_program_fails_fast_naming_it():
     podman(HEAD, "bash", "-c", "nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
     try:
         time.sleep(1)
-        rc, _, out, seconds = play("--tags", "vllm_serve")
+        rc, _changed, out, seconds = play("--tags", "vllm_serve")
         assert rc != 0
         assert "Port 8000 is held by" in out and "http.server" in out
         assert seconds < 240
     finally:
         podman(HEAD, "pkill", "-f", "http.server 8000", check=False)
-    rc, _, out, _ = play("--tags", "vllm_serve")
+    rc, _changed, out, _seconds = play("--tags", "vllm_serve")
     assert rc == 0 and healthy(), out[-3000:]
 
 
@@ -180,27 +180,27 @@ def test_a_gpu_held_by_another_ray_job_is_refused_before_vllm_waits_forever():
     podman(HEAD, "bash", "-c", "rm -f /tmp/holder.ready; nohup %s/bin/python -c %s >/tmp/holder.log 2>&1 &"
            % (VENV, json.dumps(holder)), user=USER)
     try:
-        for _ in range(60):
+        for _attempt in range(60):
             if subprocess.run(["podman", "exec", HEAD, "test", "-e", "/tmp/holder.ready"],
                               check=False).returncode == 0:
                 break
             time.sleep(2)
         else:
             raise AssertionError(podman(HEAD, "cat", "/tmp/holder.log", check=False))
-        rc, _, out, _ = play("--tags", "vllm_serve")
+        rc, _changed, out, _seconds = play("--tags", "vllm_serve")
         assert rc != 0
         assert "needs 2 free GPU(s)" in out and "Another Ray job holds GPUs" in out
     finally:
         podman(HEAD, "pkill", "-f", "class Holder", check=False)
     time.sleep(3)
-    rc, _, out, _ = play("--tags", "vllm_serve")
+    rc, _changed, out, _seconds = play("--tags", "vllm_serve")
     assert rc == 0 and healthy(), out[-3000:]
 
 
 def test_out_of_range_values_are_refused_before_anything_restarts():
     before = vllm_pid()
-    rc, _, out, seconds = play("-e", "vllm_serve_num_speculative_tokens=0",
-                               "-e", "vllm_serve_kv_cache_memory_bytes=-1")
+    rc, _changed, out, seconds = play("-e", "vllm_serve_num_speculative_tokens=0",
+                                      "-e", "vllm_serve_kv_cache_memory_bytes=-1")
     assert rc != 0
     assert "vllm_serve_num_speculative_tokens" in out and "vllm_serve_kv_cache_memory_bytes" in out
     assert vllm_pid() == before and seconds < 240
@@ -208,14 +208,14 @@ def test_out_of_range_values_are_refused_before_anything_restarts():
 
 def test_a_smaller_deployment_than_the_running_one_is_refused():
     before = vllm_pid()
-    rc, _, out, _ = play("--tags", "vllm_serve", "-e", "laguna_worker_group=no_such_group")
+    rc, _changed, out, _seconds = play("--tags", "vllm_serve", "-e", "laguna_worker_group=no_such_group")
     assert rc != 0
     assert "laguna_allow_shrink" in out
     assert vllm_pid() == before
 
 
 def test_a_full_rerun_changes_nothing_and_no_model_byte_was_lost(digests_before):
-    rc, changed, out, _ = play()
+    rc, changed, out, _seconds = play()
     assert rc == 0, out[-3000:]
     assert changed == {HEAD: 0, WORKER: 0}, out[-3000:]
     assert model_digests() == digests_before

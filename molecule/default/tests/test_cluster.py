@@ -63,18 +63,40 @@ def test_raylet_is_a_user_service_with_the_recipe_settings(host):
                        "MemorySwapMax", "Environment", "ExecStart")
     assert props["ActiveState"] == "active"
     assert props["LimitMEMLOCK"] == "infinity"
-    assert props["MemoryHigh"] == str(98 * 1024 ** 3)
-    assert props["MemoryMax"] == str(110 * 1024 ** 3)
+    assert props["MemoryHigh"] == "infinity"  # the recipe sets none
+    assert props["MemoryMax"] == str((98 if is_head(host) else 110) * 1024 ** 3)
     assert props["MemorySwapMax"] == "0"
     env = dict(item.split("=", 1) for item in props["Environment"].split())
-    assert env["NCCL_IB_GID_INDEX"] == GID_INDEX[name(host)]  # per node, from sysfs
-    assert env["NCCL_IB_HCA"] == "rocep1s0f1"
+    # One device on the fake tree: the head's own GID is NCCL's choice; on the
+    # worker an older address comes first, so the index is pinned.
+    assert env.get("NCCL_IB_GID_INDEX") == (None if is_head(host) else "5")
+    assert env["NCCL_IB_HCA"] == "=rocep1s0f1:1"
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert env["VLLM_HOST_IP"] == ROCE_IP[name(host)]
-    assert env["PATH"].startswith("%s/bin:/usr/local/cuda/bin:" % VENV)
-    assert "--block" in props["ExecStart"] and "--num-gpus 1 " in props["ExecStart"]
+    assert env["RAY_memory_monitor_refresh_ms"] == "0"
+    assert env["PATH"].startswith("%s/bin:/home/spark/.local/bin:/opt/laguna-standin/cuda/bin:" % VENV)
+    assert "--block" in props["ExecStart"] and "--num-gpus=1 " in props["ExecStart"]
+    assert "--object-store-memory=80000000" in props["ExecStart"]
     scopes = as_user(host, "systemctl --user list-units --type=scope --all --no-legend").stdout
     assert "laguna" not in scopes
+
+
+def test_the_venv_was_installed_from_the_pins(host):
+    pip = as_user(host, "%s/bin/python -m pip list --format=json" % VENV)
+    assert pip.rc == 0, pip.stderr
+    versions = {p["name"].lower().replace("_", "-"): p["version"] for p in json.loads(pip.stdout)}
+    assert versions["vllm"] == "0.25.1" and versions["torch"] == "2.11.0+cu130"
+    assert versions["ray"] == "2.60.0" and versions["huggingface-hub"] == "2.4.0"
+    assert "ninja" in versions
+
+
+def test_the_service_user_has_a_key_and_knows_the_other_node(host):
+    assert host.file("/home/spark/.ssh/id_ed25519").mode == 0o600
+    other = "10.89.77.12" if is_head(host) else "10.89.77.11"
+    known = as_user(host, "ssh-keygen -F %s -f /home/spark/.ssh/known_hosts" % other)
+    assert known.rc == 0 and other in known.stdout
+    probe = as_user(host, "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes spark@%s true" % other)
+    assert probe.rc == 0, probe.stderr
 
 
 def test_ray_status_shows_every_node_and_gpu(host):
@@ -106,13 +128,15 @@ def test_checkpoints_are_complete_and_identical_on_every_node(host):
 
 
 def test_downloaded_once_on_the_head_only(host):
-    log = "/home/spark/.cache/laguna-standin/downloads.log"
-    if is_head(host):
-        lines = host.file(log).content_string.splitlines()
-        assert [line.split()[1] for line in lines] == [
-            "poolside/Laguna-S-2.1-FP8", "sapidlabs/Sparkulator-Laguna-S-2.1"]
-    else:
-        assert not host.file(log).exists
+    # The Hub double on the head logs every request: each file went over once.
+    if not is_head(host):
+        assert host.run("test -e /var/log/laguna-hub.jsonl").rc == 1
+        return
+    requests = [json.loads(line) for line in host.file("/var/log/laguna-hub.jsonl").content_string.splitlines()]
+    gets = [r["path"] for r in requests if r["method"] == "GET" and "/resolve/" in r["path"]]
+    shards = [p for p in gets if p.startswith("/poolside/Laguna-S-2.1-FP8/") and p.endswith(".safetensors")]
+    assert len(shards) == 24 and len(set(shards)) == 24
+    assert any(p.startswith("/sapidlabs/Sparkulator-Laguna-S-2.1/") for p in gets)
 
 
 def test_vllm_serve_runs_the_recipe_command_under_a_memory_cap(host):
@@ -127,6 +151,7 @@ def test_vllm_serve_runs_the_recipe_command_under_a_memory_cap(host):
     assert argv[argv.index("serve") + 1] == MODEL
     for flag, value in [("--distributed-executor-backend", "ray"), ("--tensor-parallel-size", "2"),
                         ("--max-model-len", "262144"), ("--kv-cache-memory-bytes", "5368709120"),
+                        ("--gpu-memory-utilization", "0.85"), ("--served-model-name", "laguna-s-fp8"),
                         ("--max-num-seqs", "2"), ("--max-num-batched-tokens", "8192"), ("--port", "8000")]:
         assert argv[argv.index(flag) + 1] == value
     assert "--enforce-eager" in argv

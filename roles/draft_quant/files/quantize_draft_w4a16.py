@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: laguna-spark developers
 # Apache-2.0
 """Quantize a Laguna DFlash draft to W4A16 with llm-compressor (data-free, CPU).

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A local Hugging Face Hub double for the laguna-spark staging tests.
 
 Serves, over plain HTTP, what the real `hf download <repo> --local-dir DIR`
@@ -286,8 +285,8 @@ def serve(args):
         with open(args.port_file + ".tmp", "w") as handle:
             handle.write(str(server.server_address[1]))
         os.replace(args.port_file + ".tmp", args.port_file)
-    sys.stderr.write("hub double on http://%s:%d serving %s\n" % (args.host, server.server_address[1],
-                                                               ", ".join(sorted(hub.repos))))
+    served = ", ".join(sorted(hub.repos))
+    sys.stderr.write("hub double on http://%s:%d serving %s\n" % (args.host, server.server_address[1], served))
     sys.stderr.flush()
     try:
         server.serve_forever()
@@ -298,7 +297,7 @@ def serve(args):
 
 
 def main(argv=None):
-    top = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    top = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     sub = top.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="write a repo of generated shards")
     gen.add_argument("--root", required=True)

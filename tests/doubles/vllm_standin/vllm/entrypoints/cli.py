@@ -28,18 +28,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from vllm.entrypoints import speed_model
 
-REPLY = (
-    "def merge_intervals(intervals):\n"
-    "    ordered = sorted(intervals, key=lambda pair: pair[0])\n"
-    "    merged = []\n"
-    "    for start, end in ordered:\n"
-    "        if merged and start <= merged[-1][1]:\n"
-    "            merged[-1][1] = max(merged[-1][1], end)\n"
-    "        else:\n"
-    "            merged.append([start, end])\n"
-    "    return merged\n"
-).split(" ")
-
 
 def log(msg, where="standin.py:1"):
     """A log line in vLLM's format: "INFO 12-03 06:43:10 [file.py:line] message"."""
@@ -115,7 +103,7 @@ def reserve_gpus(tp_size):
     group = placement_group([{"GPU": 1.0}] * tp_size, strategy="PACK" if tp_size == 1 else "SPREAD")
     waited = 0
     while True:
-        ready, _ = ray.wait([group.ready()], timeout=10)
+        ready, _pending = ray.wait([group.ready()], timeout=10)
         if ready:
             break
         waited += 10
@@ -177,7 +165,7 @@ class Engine:
 
         def counter(name, doc, values):
             family(name + "_total", "counter", doc, values)
-            family(name + "_created", "gauge", doc, [(extra, self.started) for extra, _ in values])
+            family(name + "_created", "gauge", doc, [(extra, self.started) for extra, _value in values])
 
         family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", [({}, c["prompt"])])
         counter("vllm:generation_tokens", "Number of generation tokens processed.", [({}, c["generation"])])
