@@ -12,6 +12,7 @@ The tests run in file order: each leaves the cluster healthy for the next.
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 
@@ -178,7 +179,7 @@ def test_a_gpu_held_by_another_ray_job_is_refused_before_vllm_waits_forever():
               "open('/tmp/holder.ready', 'w').close()\n"
               "time.sleep(600)\n")
     podman(HEAD, "bash", "-c", "rm -f /tmp/holder.ready; nohup %s/bin/python -c %s >/tmp/holder.log 2>&1 &"
-           % (VENV, json.dumps(holder)), user=USER)
+           % (VENV, shlex.quote(holder)), user=USER)
     try:
         for _attempt in range(60):
             if subprocess.run(["podman", "exec", HEAD, "test", "-e", "/tmp/holder.ready"],
