@@ -154,6 +154,7 @@ BOUNDS = {
     "staging_hf_environment": Bound(keys="envname"),
     "staging_download_timeout": SECONDS,
     "staging_progress_interval": Bound(min=1, max=30),  # progress at least every 30 s
+    "staging_space_reserve_gb": Bound(min=0, max=10000),
     "staging_hash_cache": Bound(fmt="abspath"),
     "staging_mirror_streams": Bound(min=1, max=64),
     "staging_mirror_timeout": SECONDS,

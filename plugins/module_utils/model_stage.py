@@ -256,3 +256,29 @@ def download_processes(path, proc="/proc"):
         if index + 1 < len(argv) and os.path.normpath(argv[index + 1]) == want:
             found.append(int(entry))
     return sorted(found)
+
+
+def free_space(path):
+    """Bytes an unprivileged writer may still use on the filesystem that holds
+    ``path`` (or, while it does not exist yet, its nearest existing parent),
+    and the directory measured."""
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    stat = os.statvfs(probe)
+    return stat.f_bavail * stat.f_frsize, probe
+
+
+def space_problem(path, sizes, free, reserve=0):
+    """'' when files of ``sizes`` bytes fit into ``free`` bytes with ``reserve``
+    bytes to spare, else a message naming the shortfall and the fix. hf and
+    rsync both write into the tree's own .cache and rename in place, so a file
+    needs its own size once."""
+    need = sum(int(size) for size in sizes)
+    if not sizes or need + reserve <= free:
+        return ""
+    return ("%d file(s) to fetch into %s need %.2f GB%s, and %.2f GB is free on its filesystem: "
+            "free %.2f GB there (or point the path at a larger disk), then rerun; nothing was fetched" % (
+                len(sizes), path, need / 1e9,
+                " plus a reserve of %.2f GB" % (reserve / 1e9) if reserve else "",
+                free / 1e9, (need + reserve - free) / 1e9))

@@ -74,6 +74,12 @@ options:
     description: Remove partial and stray files in C(.cache) (no download may be running).
     type: bool
     default: false
+  reserve_bytes:
+    description:
+      - Bytes to leave free on the filesystem after the files of RV(refetch)
+        arrive; RV(space_problem) says when they would not fit.
+    type: int
+    default: 0
   stop_downloads:
     description: Stop C(hf download --local-dir <path>) processes first (SIGTERM, then SIGKILL).
     type: bool
@@ -178,6 +184,20 @@ stopped:
   returned: always
   type: list
   elements: int
+refetch_bytes:
+  description: Bytes of the files of RV(refetch).
+  returned: always
+  type: int
+free_bytes:
+  description: Bytes still free for the service user on the filesystem of O(path) (after any removal).
+  returned: always
+  type: int
+space_problem:
+  description:
+    - Empty when the files of RV(refetch) fit into RV(free_bytes) with O(reserve_bytes) to spare;
+      otherwise a message naming the shortfall and the fix.
+  returned: always
+  type: str
 exists:
   description: Whether O(path) is a directory.
   returned: always
@@ -242,6 +262,7 @@ def main():
             extras=dict(type="str", choices=["report", "remove", "ignore"], default="report"),
             clean_partials=dict(type="bool", default=False),
             stop_downloads=dict(type="bool", default=False),
+            reserve_bytes=dict(type="int", default=0),
         ),
         supports_check_mode=True,
     )
@@ -273,7 +294,11 @@ def main():
                 handle.write(cache.dump())
             module.atomic_move(tmp, p["hash_cache"])
     refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
+    sizes = [int(expected[rel]["size"]) for rel in refetch if rel in expected]
+    free, _measured = model_stage.free_space(p["path"])
     module.exit_json(
+        refetch_bytes=sum(sizes), free_bytes=free,
+        space_problem=model_stage.space_problem(p["path"], sizes, free, p["reserve_bytes"]),
         changed=bool(out["removed"] or (stopped and not module.check_mode)),
         complete=complete, problems=problems, refetch=refetch,
         expected_bytes=sum(int(w["size"]) for w in expected.values()),

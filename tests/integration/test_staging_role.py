@@ -7,6 +7,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from staging_env import (DRAFT, SHARD_BYTES, TARGET, HubDouble, kill_when, leftovers, pids, run_play, sha256,
                          staging_vars)
 # pytest fixtures, used by name as test arguments
@@ -160,6 +162,82 @@ def test_check_mode_downloads_nothing(runner, hub, hf_bin, tmp_path):
     assert "would download 28 file(s)" in result.flat and "missing" in result.flat
     assert not (tmp_path / "models").exists()
     assert not [r for r in hub.requests() if "/resolve/" in r["path"]]
+
+
+# --- A full disk ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """tmp_path/models on a tmpfs of a given size in MiB (a real full disk); resize() grows it in place."""
+    import subprocess
+    mount = tmp_path / "models"
+    mount.mkdir()
+
+    def resize(mib, remount=True):
+        options = ("remount,size=%dm" if remount else "size=%dm") % mib
+        subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], check=True, timeout=30)
+    resize.mount = mount
+    try:
+        yield resize
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False, timeout=30)
+
+
+def test_a_download_that_cannot_fit_fails_before_it_starts(runner, hub, hf_bin, small_disk, tmp_path):
+    small_disk(8, remount=False)  # the target is 24 shards of 1 MiB
+    values = staging_vars(tmp_path, hub, hf_bin, staging_space_reserve_gb=0, **TARGET_ONLY)
+    first = runner.include_role("staging", values)
+    assert first.rc != 0
+    assert re.search(r"28 file\(s\) to fetch into %s need 0\.03 GB, and 0\.01 GB is free on its filesystem: "
+                     r"free 0\.0\d GB there \(or point the path at a larger disk\), then rerun; nothing was fetched"
+                     % re.escape(values["laguna_model_path"]), first.flat), first.flat[-2000:]
+    assert not [r for r in hub.requests() if "/resolve/" in r["path"]]
+
+    small_disk(64)
+    again = runner.include_role("staging", values)
+    assert again.rc == 0, again.text
+    assert shard_sums(small_disk.mount / "target") == hub.published()
+
+
+def test_a_disk_that_fills_up_during_the_download_fails_then_resumes(runner, hub, hf_bin, small_disk, tmp_path):
+    small_disk(40, remount=False)
+    hub.set_rate(SHARD_BYTES)  # one second per shard and connection: three waves of eight
+    values = staging_vars(tmp_path, hub, hf_bin, staging_space_reserve_gb=0, **TARGET_ONLY)
+    target = small_disk.mount / "target"
+    filler = small_disk.mount / "someone-elses-file"
+
+    def fill_when_half_there():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if target.exists() and len(list(target.glob("model-*.safetensors"))) >= 8:
+                break
+            time.sleep(0.05)
+        with open(filler, "wb") as handle:  # another writer takes what is left
+            try:
+                for _block in range(64):
+                    handle.write(b"\0" * (1 << 20))
+                    handle.flush()
+            except OSError:
+                pass
+    filling = threading.Thread(target=fill_when_half_there, daemon=True)
+    filling.start()
+    first = runner.include_role("staging", values)
+    filling.join(60)
+    assert first.rc != 0
+    assert "filled up during the download: free space there" in first.flat, first.flat[-2000:]
+    assert "Rerun to resume" in first.flat
+    assert not pids(["hf", "download", str(target)])
+    done_before = {p.name for p in target.glob("model-*.safetensors")}
+    assert 8 <= len(done_before) < 24
+
+    filler.unlink()
+    hub.set_rate(0)
+    again = runner.include_role("staging", values)
+    assert again.rc == 0, again.text
+    assert shard_sums(target) == hub.published() and leftovers(target) == []
+    for name in done_before:  # verified before the disk filled: never fetched again
+        assert len(hub.downloads(name)) == 1, name
 
 
 # --- Mirror to a worker -------------------------------------------------------------

@@ -155,6 +155,40 @@ def test_verify_against_another_nodes_manifest_and_a_wrong_shard_count(tmp_path,
     assert missing["problems"] == ["directory is missing"] and len(missing["refetch"]) == 3
 
 
+def test_free_space_is_measured_on_the_nearest_existing_parent(tmp_path):
+    stat = os.statvfs(tmp_path)
+    free, measured = model_stage.free_space(str(tmp_path / "not" / "yet" / "there"))
+    assert measured == str(tmp_path)
+    # The same filesystem, a moment later: equal up to what other writers did meanwhile.
+    assert abs(free - stat.f_bavail * stat.f_frsize) < 64 << 20
+
+
+def test_space_problem_names_the_shortfall_and_the_fix():
+    assert model_stage.space_problem("/m", [], 0) == ""
+    assert model_stage.space_problem("/m", [600, 400], 1000) == ""
+    assert model_stage.space_problem("/m", [600, 400], 1999, reserve=1000) != ""
+    msg = model_stage.space_problem("/m", [2 * 10**9, 10**9], 10**9, reserve=10**9)
+    assert msg == ("2 file(s) to fetch into /m need 3.00 GB plus a reserve of 1.00 GB, and 1.00 GB is free on "
+                   "its filesystem: free 3.00 GB there (or point the path at a larger disk), then rerun; "
+                   "nothing was fetched")
+
+
+def test_verify_reports_the_bytes_to_fetch_against_the_free_space(tmp_path, run_module):
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "model-00001-of-00002.safetensors").write_bytes(b"a" * 1000)
+    expected = {"model-00001-of-00002.safetensors": {"size": 1000, "sha256": hashlib.sha256(b"a" * 1000).hexdigest()},
+                "model-00002-of-00002.safetensors": {"size": 3000, "sha256": "0" * 64}}
+    fits = run_module(model_verify, {"path": str(head), "expected": expected})
+    assert fits["refetch"] == ["model-00002-of-00002.safetensors"] and fits["refetch_bytes"] == 3000
+    assert fits["space_problem"] == "" and fits["free_bytes"] > 3000
+    # A reserve a terabyte beyond what is free: the shortfall is reported, nothing is removed.
+    short = run_module(model_verify, {"path": str(head), "expected": expected,
+                                      "reserve_bytes": fits["free_bytes"] + 10**12})
+    assert short["space_problem"].startswith("1 file(s) to fetch into %s need 0.00 GB plus a reserve" % head)
+    assert not short["changed"]
+
+
 def test_stale_downloads_are_found_by_their_local_dir(tmp_path):
     import subprocess
     fake = tmp_path / "hf"

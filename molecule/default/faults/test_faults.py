@@ -11,20 +11,24 @@ The tests run in file order: each leaves the cluster healthy for the next.
 
 import json
 import os
-import re
 import shlex
 import subprocess
+import sys
 import time
 
 import pytest
 
+# The no-op timing script runs the playbooks for these tests too.
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "scripts"))
+import noop_ratio  # noqa: E402  pylint: disable=wrong-import-position
+
 EPHEMERAL = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
 INVENTORY = os.path.join(EPHEMERAL, "inventory")
+MEASUREMENTS = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".cache", "measurements")
 USER, UID = "spark", 1000
 HEAD, WORKER = "laguna-head", "laguna-worker"
 VENV = "/home/spark/venvs/vllm-025"
 MODELS = "/home/spark/models/hf"
-RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
 def podman(host, *cmd, user=None, check=True, timeout=60):
@@ -44,14 +48,9 @@ def unit(host, name, *props):
 
 
 def play(*args, playbook="laguna.spark.site", timeout=900):
-    """Run a playbook of the installed collection; (rc, {host: changed}, output, seconds)."""
-    start = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, playbook] + list(args),
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
-    out = proc.stdout + proc.stderr
-    changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(out)}
-    return proc.returncode, changed, " ".join(out.split()), time.monotonic() - start
+    """Run a playbook of the installed collection; (rc, {host: changed}, output on one line, seconds)."""
+    rc, changed, out, seconds = noop_ratio.play(INVENTORY, playbook, *args, timeout=timeout)
+    return rc, changed, " ".join(out.split()), seconds
 
 
 def api(path, body=None):
@@ -216,7 +215,15 @@ def test_a_smaller_deployment_than_the_running_one_is_refused():
 
 
 def test_a_full_rerun_changes_nothing_and_no_model_byte_was_lost(digests_before):
-    rc, changed, out, _seconds = play()
-    assert rc == 0, out[-3000:]
-    assert changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+    # Timed against a bare gather-facts + ping play in the same run
+    # (scripts/noop_ratio.py); the ratio is printed and recorded, not bounded:
+    # the goal of 3 is not met yet (README, "Figures").
+    result = noop_ratio.measure(INVENTORY, pings=3)
+    assert result["site_rc"] == 0, result["site_tail"]
+    assert result["site_changed"] == {HEAD: 0, WORKER: 0}, result["site_tail"]
+    record = {k: v for k, v in result.items() if not k.endswith("_tail")}
+    print("\nNOOP-RATIO " + json.dumps(record, sort_keys=True))
+    os.makedirs(MEASUREMENTS, exist_ok=True)
+    with open(os.path.join(MEASUREMENTS, "noop-ratio.json"), "w") as handle:
+        json.dump(record, handle, indent=2, sort_keys=True)
     assert model_digests() == digests_before

@@ -1,0 +1,100 @@
+"""Time a no-op rerun of the site playbook against a bare gather-facts + ping
+play on the same hosts, in one run, and print the ratio (issue goal: <= 3).
+
+    python3 scripts/noop_ratio.py -i INVENTORY [--pings 3] [--check] [--verify]
+
+Run it on a converged cluster: the molecule hosts after `molecule converge`
+(INVENTORY defaults to $MOLECULE_EPHEMERAL_DIRECTORY/inventory) or real
+Sparks (-i inventory/sparks). The ping play runs --pings times and its
+median is the baseline, so a slow first connection does not flatter the
+ratio. --check and --verify also time `site --check` and the verify
+playbook against the same baseline. Prints one JSON object; exits 1 when the
+site run fails or changes anything (then it was not a no-op).
+
+The molecule fault suite (molecule/default/faults/test_faults.py) calls
+measure() for its last rerun, so the test command records the ratio.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+PING = """---
+- name: Baseline - gather a minimal set of facts and ping
+  hosts: "{{ laguna_head_group | default('spark_head') }}:{{ laguna_worker_group | default('spark_workers') }}"
+  gather_facts: true
+  gather_subset: [min]
+  tasks:
+    - name: Ping
+      ansible.builtin.ping:
+"""
+
+
+def play(inventory, playbook, *args, timeout=1800):
+    """(rc, {host: changed}, output, seconds) of one ansible-playbook run."""
+    start = time.monotonic()
+    proc = subprocess.run(["ansible-playbook", "-i", inventory, playbook] + list(args),
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+    seconds = time.monotonic() - start
+    out = proc.stdout + proc.stderr
+    changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(out)}
+    return proc.returncode, changed, out, seconds
+
+
+def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.site", site_args=()):
+    """Time the baseline and the no-op site run (and optionally --check and
+    verify) in this one run; returns a dict with seconds, ratios and the site
+    run's rc, changed counts and output tail."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as handle:
+        handle.write(PING)
+        ping_book = handle.name
+    try:
+        baseline = []
+        for _run in range(max(1, pings)):
+            rc, _changed, out, seconds = play(inventory, ping_book)
+            if rc != 0:
+                raise RuntimeError("the ping play failed:\n" + out[-3000:])
+            baseline.append(seconds)
+    finally:
+        os.unlink(ping_book)
+    base = statistics.median(baseline)
+    rc, changed, out, seconds = play(inventory, site, *site_args)
+    result = {"ping_seconds": [round(s, 2) for s in baseline], "baseline_seconds": round(base, 2),
+              "site_noop_seconds": round(seconds, 2), "site_noop_ratio": round(seconds / base, 2),
+              "site_rc": rc, "site_changed": changed, "site_tail": out[-3000:]}
+    if check:
+        crc, _changed, cout, cseconds = play(inventory, site, "--check", *site_args)
+        result.update(check_seconds=round(cseconds, 2), check_ratio=round(cseconds / base, 2), check_rc=crc,
+                      check_tail=cout[-2000:] if crc else "")
+    if verify:
+        vrc, _changed, vout, vseconds = play(inventory, "laguna.spark.verify")
+        result.update(verify_seconds=round(vseconds, 2), verify_ratio=round(vseconds / base, 2), verify_rc=vrc,
+                      verify_tail=vout[-2000:] if vrc else "")
+    return result
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("-i", "--inventory",
+                        default=os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "."), "inventory"))
+    parser.add_argument("--pings", type=int, default=3)
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--verify", action="store_true")
+    args = parser.parse_args(argv)
+    result = measure(args.inventory, args.pings, args.check, args.verify)
+    noop = result["site_rc"] == 0 and not any(result["site_changed"].values())
+    if noop:
+        result.pop("site_tail")
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return 0 if noop else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
