@@ -25,8 +25,8 @@ export LAGUNA_COLLECTIONS_PATH
 # The unit tests run in their own process: they run modules in-process, and
 # AnsibleModule's warnings come back empty once ansible-core has been loaded
 # by the integration tests in the same interpreter.
-pytest -q tests/unit
-pytest -q tests/integration tests/conformance
+pytest -q --durations=10 tests/unit
+pytest -q --durations=25 tests/integration tests/conformance
 
 phase molecule
 molecule test --all
