@@ -21,6 +21,8 @@ import subprocess
 import threading
 import time
 
+from ansible_collections.laguna.spark.plugins.module_utils import procs
+
 PARTIAL_DIR = ".cache/laguna-rsync-partial"
 TMP_DIR = ".cache/laguna-rsync-tmp"
 PROGRESS = re.compile(r"^\s*([\d,]+)\s+\d+%")
@@ -58,18 +60,8 @@ def _die_with_parent():
 def stale_streams(marker, proc="/proc"):
     """PIDs of rsync processes whose command line holds ``marker`` (the
     destination spec): streams a killed or interrupted mirror left behind."""
-    found = []
-    for entry in os.listdir(proc):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(os.path.join(proc, entry, "cmdline"), "rb") as handle:
-                argv = [a.decode(errors="replace") for a in handle.read().split(b"\0") if a]
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == "rsync" and marker in argv:
-            found.append(int(entry))
-    return sorted(found)
+    return sorted(pid for pid, argv in procs.argvs(proc)
+                  if os.path.basename(argv[0]) == "rsync" and marker in argv)
 
 
 def stop(pids, grace=5.0):

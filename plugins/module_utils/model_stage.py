@@ -8,6 +8,8 @@ from __future__ import annotations
 import fnmatch
 import os
 
+from ansible_collections.laguna.spark.plugins.module_utils import procs
+
 
 def scan(path, shard_pattern="*.safetensors", exclude=(".cache",)):
     """Walk ``path`` and describe it.
@@ -240,21 +242,14 @@ def download_processes(path, proc="/proc"):
     an interrupted playbook left behind)."""
     found = []
     want = os.path.normpath(path)
-    for entry in os.listdir(proc):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(os.path.join(proc, entry, "cmdline"), "rb") as handle:
-                argv = [a.decode(errors="replace") for a in handle.read().split(b"\0") if a]
-        except OSError:
-            continue
+    for pid, argv in procs.argvs(proc):
         if "download" not in argv or "--local-dir" not in argv:
             continue
         if not any(os.path.basename(a) in ("hf", "huggingface-cli") for a in argv[:3]):
             continue
         index = argv.index("--local-dir")
         if index + 1 < len(argv) and os.path.normpath(argv[index + 1]) == want:
-            found.append(int(entry))
+            found.append(pid)
     return sorted(found)
 
 

@@ -49,6 +49,17 @@ def pids(proc="/proc"):
     return sorted(int(name) for name in os.listdir(proc) if name.isdigit())
 
 
+def argvs(proc="/proc"):
+    """(pid, [arg, ...]) of every process but this one."""
+    me = os.getpid()
+    for pid in pids(proc):
+        if pid == me:
+            continue
+        raw = _read(os.path.join(proc, str(pid), "cmdline"), binary=True)
+        if raw:
+            yield pid, [arg.decode("utf-8", "replace") for arg in raw.split(b"\0") if arg]
+
+
 def matching(pattern, proc="/proc", exclude=()):
     """[{pid, cmdline, unit, uid}] of processes whose command line matches."""
     regex = re.compile(pattern)

@@ -209,33 +209,11 @@ now:
 """
 
 import os
-import signal
 import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage
-
-
-def stop(pids):
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        for _attempt in range(50):
-            if not any(os.path.exists("/proc/%d" % pid) and not _zombie(pid) for pid in pids):
-                return
-            time.sleep(0.1)
-
-
-def _zombie(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage, procs
 
 
 def summary(cache):
@@ -271,7 +249,7 @@ def main():
     if p["stop_downloads"]:
         stopped = model_stage.download_processes(p["path"])
         if stopped and not module.check_mode:
-            stop(stopped)
+            procs.terminate(stopped, 5.0)
     expected = {}
     for rel, want in p["expected"].items():
         if not isinstance(want, dict) or "size" not in want:
