@@ -14,7 +14,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 BIN="${LAGUNA_VENV:-$ROOT/.venv}/bin"
-inventory="${MOLECULE_INVENTORY_FILE:-$HOME/.cache/molecule/$(basename "$ROOT")/default/inventory}"
+# molecule keeps the scenario's inventory in its newest ephemeral directory.
+newest="$(ls -dt "$HOME"/.ansible/tmp/molecule.*.default 2>/dev/null | head -n 1 || true)"
+inventory="${MOLECULE_EPHEMERAL_DIRECTORY:-$newest}/inventory"
 if [ "${1:-}" = "-i" ]; then inventory="$2"; shift 2; fi
 collections="${LAGUNA_COLLECTIONS_PATH:-$(bash scripts/collection.sh "$(mktemp -d)/collections")}"
 ANSIBLE_COLLECTIONS_PATH="$collections" ANSIBLE_STDOUT_CALLBACK=default ANSIBLE_CALLBACK_RESULT_FORMAT=json \

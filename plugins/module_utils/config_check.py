@@ -244,6 +244,7 @@ BOUNDS = {
     "vllm_serve_api_delay": Bound(min=1, max=600),
     "vllm_serve_request_timeout": SECONDS,
     "vllm_serve_ray_status_timeout": SECONDS,
+    "vllm_serve_gpu_free_wait": Bound(min=0, max=600),
     "vllm_serve_smoke_prompt": Bound(fmt="text"),
     "vllm_serve_smoke_expect": ANY,  # "" accepts any answer
     "vllm_serve_gpu_memory_utilization": Bound(min=0.05, max=1.0),

@@ -795,20 +795,24 @@ def fix_ignore_config(config):
     return new_config, changes, unmatched
 
 
-def hint_sentence(report):
-    """One sentence on the draft's pairing, for an acceptance-0 failure."""
+def hint_sentence(report, path=None, repo=None, target_path=None):
+    """Sentences on the draft's pairing, for an acceptance-0 failure: what the
+    draft is, the target precision it was built for (and where that was
+    read), what it is served with, and what to do."""
     if not report:
         return "dflash_draft_info could not read the draft."
     built = report.get("built_for") or {}
     target = report.get("target") or {}
-    text = "The draft is %s, built for a %s target (from %s)" % (
-        report.get("vllm_architecture") or "?", built.get("family") or "unknown",
-        built.get("source") or "no name carries a precision")
-    if target:
-        text += ", served with a %s target" % (target.get("family") or "unknown")
-    text += "."
+    text = "Draft%s%s is %s, built for the %s target (%s), served with %s (%s)." % (
+        " " + path if path else "", " (%s)" % repo if repo else "",
+        report.get("vllm_architecture") or "unreadable", built.get("family") or "unknown",
+        built.get("source") or "no name carries a precision", target_path or "the target",
+        target.get("family") or "unknown")
     if report.get("problems"):
-        text += " dflash_draft_info: " + "; ".join(report["problems"][:3])
-    elif built.get("family") and target.get("family") and built["family"] == target.get("family"):
-        text += " The precisions match, so look at the draft's training target or the prompt mix."
+        text += " dflash_draft_info: %s." % " | ".join(report["problems"][:3])
+    elif built.get("family") and built["family"] == target.get("family"):
+        text += (" The precisions match: DFlash drafts also pair with one model, so check that the draft was"
+                 " made for this target.")
+    else:
+        text += " DFlash drafts are target-precision-specific: stage the draft made for this target's precision."
     return text

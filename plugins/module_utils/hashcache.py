@@ -8,6 +8,11 @@ its (size, mtime_ns, ctime_ns, inode, device) were what they are now. Any
 change to the file -- rewritten, truncated, replaced by rename, touched --
 changes one of those and the file is hashed again. ctime cannot be set from
 user space, so a same-size overwrite whose mtime was put back is still caught.
+
+A file the collection rewrote on purpose (a draft's config.json whose ignore
+list became regexes) is also recorded, as the digests it had before and the
+sha256 it has now, so a verify against the Hub accepts exactly that rewrite
+of exactly the published file, and nothing else.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 
 CHUNK = 8 << 20
 VERSION = 1
@@ -22,6 +28,13 @@ VERSION = 1
 
 def stat_key(st):
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def digest_bytes(data):
+    """(sha256 hex, git blob sha1 hex) of bytes in memory."""
+    sha1 = hashlib.sha1(b"blob %d\0" % len(data))
+    sha1.update(data)
+    return hashlib.sha256(data).hexdigest(), sha1.hexdigest()
 
 
 def hash_file(path, chunk=CHUNK, drop_cache=True):
@@ -48,8 +61,9 @@ class HashCache:
     digests and why they were (or were not) computed; ``dump()`` is the JSON to
     write back (the caller writes it atomically)."""
 
-    def __init__(self, entries=None, ignore=False):
+    def __init__(self, entries=None, ignore=False, rewrites=None):
         self.entries = entries or {}
+        self.rewrites = rewrites or {}
         self.ignore = ignore
         self.hashed = []     # [{path, bytes, reason}]
         self.reused = 0
@@ -57,16 +71,18 @@ class HashCache:
 
     @classmethod
     def load(cls, path, ignore=False):
-        entries = {}
+        entries, rewrites = {}, {}
         if path and os.path.exists(path):
             try:
                 with open(path) as handle:
                     data = json.load(handle)
                 if data.get("version") == VERSION and isinstance(data.get("files"), dict):
                     entries = data["files"]
+                    if isinstance(data.get("rewrites"), dict):
+                        rewrites = data["rewrites"]
             except (OSError, ValueError):
-                entries = {}
-        return cls(entries, ignore)
+                entries, rewrites = {}, {}
+        return cls(entries, ignore, rewrites)
 
     def digest(self, path):
         """{'sha256', 'git_oid', 'size'} of ``path``, from the record when its stat is unchanged."""
@@ -94,8 +110,42 @@ class HashCache:
         self.hashed.append({"path": path, "bytes": st.st_size, "reason": reason})
         return {"sha256": sha256, "git_oid": git_oid, "size": st.st_size}
 
+    def record(self, path, sha256, git_oid):
+        """Record digests just computed for ``path`` as it is now (its writer knows them)."""
+        path = os.path.abspath(path)
+        self.entries[path] = {"stat": stat_key(os.stat(path)), "sha256": sha256, "git_oid": git_oid}
+        self.dirty = True
+
+    def record_rewrite(self, path, before, after_sha256):
+        """``path`` was rewritten on purpose from content with digests ``before``
+        ((sha256, git_oid)) to content with sha256 ``after_sha256``. A rewrite of
+        a rewrite keeps the first original."""
+        path = os.path.abspath(path)
+        known = self.rewrites.get(path)
+        if known and known.get("to_sha256") == before[0]:
+            origin = known["from"]
+        else:
+            origin = {"sha256": before[0], "git_oid": before[1]}
+        self.rewrites[path] = {"from": origin, "to_sha256": after_sha256}
+        self.dirty = True
+
+    def rewritten_from(self, path, want):
+        """The sha256 that ``path`` has when it is the recorded rewrite of the
+        file ``want`` ({sha256 or git_oid}) describes; None when there is none."""
+        known = self.rewrites.get(os.path.abspath(path))
+        if not known:
+            return None
+        origin = known.get("from") or {}
+        if want.get("sha256"):
+            same = origin.get("sha256") == want["sha256"]
+        else:
+            same = bool(want.get("git_oid")) and origin.get("git_oid") == want["git_oid"]
+        return known.get("to_sha256") if same else None
+
     def forget(self, path):
         if self.entries.pop(os.path.abspath(path), None) is not None:
+            self.dirty = True
+        if self.rewrites.pop(os.path.abspath(path), None) is not None:
             self.dirty = True
 
     def prune(self, root):
@@ -105,6 +155,23 @@ class HashCache:
             if not os.path.exists(path):
                 del self.entries[path]
                 self.dirty = True
+        for path in [p for p in self.rewrites if p.startswith(root)]:
+            if not os.path.exists(path):
+                del self.rewrites[path]
+                self.dirty = True
 
     def dump(self):
-        return json.dumps({"version": VERSION, "files": self.entries}, sort_keys=True)
+        data = {"version": VERSION, "files": self.entries}
+        if self.rewrites:
+            data["rewrites"] = self.rewrites
+        return json.dumps(data, sort_keys=True)
+
+    def save(self, path, atomic_move):
+        """Write the record to ``path`` through ``atomic_move(src, dest)``
+        (AnsibleModule.atomic_move), creating its directory."""
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sha256-")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(self.dump())
+        atomic_move(tmp, path)

@@ -46,6 +46,14 @@ options:
     description: Keep a timestamped copy of C(config.json) before changing it.
     type: bool
     default: true
+  hash_cache:
+    description:
+      - The node's checksum record that M(laguna.spark.model_verify) keeps.
+        When given, the rewrite is recorded there (the digests of the file
+        before, the sha256 after), so that verifying the draft against the
+        Hub afterwards accepts this rewrite of the published file, and
+        hashes nothing again.
+    type: path
 author:
   - laguna-spark developers (!UNKNOWN)
 """
@@ -54,6 +62,12 @@ EXAMPLES = r"""
 - name: Make the draft's ignore list match vLLM's module names
   laguna.spark.dflash_draft_ignore:
     path: /home/spark/models/Laguna-S-2.1-DFlash-W4A16
+
+- name: Rewrite a staged draft and record it, so staging still verifies it against the Hub
+  laguna.spark.dflash_draft_ignore:
+    path: /home/spark/models/Laguna-S-2.1-DFlash-W4A16
+    backup: false
+    hash_cache: /home/spark/.cache/laguna-spark/sha256.json
 
 - name: What would change?
   laguna.spark.dflash_draft_ignore:
@@ -85,6 +99,10 @@ backup_file:
   description: Copy of the original C(config.json).
   returned: when a backup was made
   type: str
+recorded:
+  description: Whether the rewrite was recorded in O(hash_cache).
+  returned: success
+  type: bool
 """
 
 import json
@@ -92,7 +110,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft, hashcache
 
 
 def main():
@@ -100,6 +118,7 @@ def main():
         argument_spec=dict(
             path=dict(type="path", required=True),
             backup=dict(type="bool", default=True),
+            hash_cache=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -114,7 +133,8 @@ def main():
         module.fail_json(msg="%s is not JSON: %s" % (path, exc))
     new_config, changes, unmatched = dflash_draft.fix_ignore_config(config)
     ignore = list(((new_config.get("quantization_config") or {}).get("ignore")) or [])
-    result = dict(changed=bool(changes), path=path, ignore=ignore, changes=changes, unmatched=unmatched)
+    result = dict(changed=bool(changes), path=path, ignore=ignore, changes=changes, unmatched=unmatched,
+                  recorded=False)
     if changes:
         after = json.dumps(new_config, indent=2, ensure_ascii=False) + "\n"
         if module._diff:
@@ -127,6 +147,13 @@ def main():
             with open(tmp, "wb") as handle:
                 handle.write(to_bytes(after))
             module.atomic_move(tmp, path)
+            if module.params["hash_cache"]:
+                cache = hashcache.HashCache.load(module.params["hash_cache"])
+                new_digests = hashcache.digest_bytes(to_bytes(after))
+                cache.record_rewrite(path, hashcache.digest_bytes(raw), new_digests[0])
+                cache.record(path, *new_digests)
+                cache.save(module.params["hash_cache"], module.atomic_move)
+                result["recorded"] = True
     module.exit_json(**result)
 
 

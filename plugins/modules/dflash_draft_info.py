@@ -104,6 +104,13 @@ summary:
   description: One line about the draft.
   returned: success
   type: str
+pairing_hint:
+  description:
+    - Sentences on the draft's pairing with the target (what it was built
+      for, what it is served with, what to do), for a spec-decode acceptance
+      of 0.
+  returned: always
+  type: str
 exists:
   description: Whether O(path) holds a C(config.json).
   returned: always
@@ -306,12 +313,16 @@ def main():
         report = dflash_draft.inspect(params["path"], params["target_path"], params["draft_repo"],
                                       params["draft_target_family"])
     except (dflash_draft.DraftError, OSError, ValueError) as exc:
-        result = dict(changed=False, ok=False, exists=exists, problems=[str(exc)])
+        result = dict(changed=False, ok=False, exists=exists, problems=[str(exc)],
+                      pairing_hint=dflash_draft.hint_sentence({"problems": [str(exc)]}, params["path"],
+                                                              params["draft_repo"], params["target_path"]))
         if params["fail_on_problems"]:
             module.fail_json(msg=str(exc), **result)
         module.exit_json(**result)
     report["warnings_list"] = report.pop("warnings")
     report["exists"] = exists
+    report["pairing_hint"] = dflash_draft.hint_sentence(report, params["path"], params["draft_repo"],
+                                                        params["target_path"])
     if report["problems"] and params["fail_on_problems"]:
         module.fail_json(msg="The DFlash draft in %s will not work: %s" % (params["path"], " | ".join(report["problems"])),
                          changed=False, **report)

@@ -145,6 +145,15 @@ removed:
   returned: always
   type: list
   elements: str
+rewritten:
+  description:
+    - Files that differ from O(expected) but are the rewrite of exactly the
+      expected file that the record in O(hash_cache) holds (a draft's
+      C(config.json) whose ignore list M(laguna.spark.dflash_draft_ignore)
+      made regexes). They count as verified.
+  returned: always
+  type: list
+  elements: str
 refetch:
   description: Expected files that a download or mirror has to bring (missing, or removed as bad).
   returned: always
@@ -209,7 +218,6 @@ now:
 """
 
 import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -265,12 +273,7 @@ def main():
     if p["hash_cache"]:
         cache.prune(p["path"])
         if cache.dirty and not module.check_mode:
-            directory = os.path.dirname(p["hash_cache"])
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sha256-")
-            with os.fdopen(fd, "w") as handle:
-                handle.write(cache.dump())
-            module.atomic_move(tmp, p["hash_cache"])
+            cache.save(p["hash_cache"], module.atomic_move)
     refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
     sizes = [int(expected[rel]["size"]) for rel in refetch if rel in expected]
     free, _measured = model_stage.free_space(p["path"])

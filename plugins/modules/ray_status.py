@@ -34,6 +34,20 @@ options:
     description: Fail when C(ray status) cannot reach the cluster.
     type: bool
     default: false
+  wait_free_gpus:
+    description:
+      - Poll C(ray status) until it shows at least this many free GPUs, for at
+        most O(wait_timeout) seconds; then return what it shows last (the
+        caller judges). 0 reads once.
+      - Ray frees the placement groups of a vLLM that just stopped a few
+        seconds after its driver exits; a start judged in between would see
+        them still reserved.
+    type: int
+    default: 0
+  wait_timeout:
+    description: Seconds O(wait_free_gpus) may wait.
+    type: int
+    default: 30
 attributes:
   check_mode:
     support: full
@@ -58,9 +72,20 @@ EXAMPLES = r"""
   until: ray.node_count >= 2 and ray.gpus_total >= 2
   retries: 30
   delay: 5
+
+- name: Before a start, give Ray up to 30 s to free a stopped job's placement groups
+  laguna.spark.ray_status:
+    ray: /home/spark/.venvs/vllm/bin/ray
+    address: 192.168.100.10:6379
+    wait_free_gpus: 2
+    wait_timeout: 30
 """
 
 RETURN = r"""
+waited:
+  description: Seconds spent waiting for O(wait_free_gpus) (0 when it was 0).
+  returned: always
+  type: float
 reachable:
   description: Whether C(ray status) answered.
   returned: always
@@ -117,30 +142,20 @@ stdout:
   type: str
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import ray_status
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            address=dict(type="str", required=True),
-            ray=dict(type="path", default="ray"),
-            timeout=dict(type="int", default=60),
-            fail_on_unreachable=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    ray_bin = module.params["ray"]
-    if "/" not in ray_bin:
-        ray_bin = module.get_bin_path(ray_bin, required=True)
-    argv = ["timeout", str(module.params["timeout"]), ray_bin, "status",
-            "--address", module.params["address"]]
-    rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
+WAIT_DELAY = 2
+
+
+def read(rc, out):
+    """The result fields of one `ray status` run."""
     parsed = ray_status.parse(out if rc == 0 else "")
-    resources = parsed["resources"]
-    gpu = resources.get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
-    result = dict(
+    gpu = parsed["resources"].get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
+    return dict(
         changed=False,
         reachable=rc == 0,
         node_count=len(parsed["active_nodes"]),
@@ -151,6 +166,35 @@ def main():
         stdout=out,
         **parsed
     )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            address=dict(type="str", required=True),
+            ray=dict(type="path", default="ray"),
+            timeout=dict(type="int", default=60),
+            fail_on_unreachable=dict(type="bool", default=False),
+            wait_free_gpus=dict(type="int", default=0),
+            wait_timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    ray_bin = module.params["ray"]
+    if "/" not in ray_bin:
+        ray_bin = module.get_bin_path(ray_bin, required=True)
+    argv = ["timeout", str(module.params["timeout"]), ray_bin, "status",
+            "--address", module.params["address"]]
+    start = time.monotonic()
+    deadline = start + max(0, module.params["wait_timeout"])
+    while True:
+        rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
+        result = read(rc, out)
+        if (result["gpus_free"] >= module.params["wait_free_gpus"] or rc != 0
+                or time.monotonic() + WAIT_DELAY > deadline):
+            break
+        time.sleep(WAIT_DELAY)
+    result["waited"] = round(time.monotonic() - start, 1) if module.params["wait_free_gpus"] else 0.0
     if rc != 0:
         result["stderr_tail"] = err.strip().splitlines()[-5:]
         if module.params["fail_on_unreachable"]:

@@ -16,8 +16,7 @@ import pytest
 
 from helpers import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-import draft_fixtures as fx  # noqa: E402
+from helpers import draft_fixtures as fx  # noqa: E402
 from helpers.collection import collections_path  # noqa: E402
 
 collections_path()

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from helpers import DOUBLES, ROOT
+from helpers import DOUBLES, ROOT, draft_fixtures
 
 HUB = os.path.join(DOUBLES, "hub", "hub.py")
 TARGET, DRAFT = "poolside/Laguna-S-2.1-FP8", "sapidlabs/Sparkulator-Laguna-S-2.1"
@@ -65,6 +65,12 @@ class HubDouble:
         subprocess.run([sys.executable, HUB, "generate", "--root", str(self.root), "--repo", DRAFT,
                         "--shards", "1", "--shard-bytes", str(SHARD_BYTES // 2)], check=True,
                        stdout=subprocess.DEVNULL)
+        # The draft's config is a W4A16 DFlash draft's whose ignore list has
+        # literal names, as quantizing tools write them (staging_fix_draft_ignore).
+        with open(self.root / DRAFT / "config.json", "w") as handle:
+            json.dump(draft_fixtures.draft_config("poolside/Laguna-S-2.1-DFlash-FP8",
+                                                  draft_fixtures.w4a16_quant(draft_fixtures.LITERAL_IGNORE)),
+                      handle, indent=2)
         self.port_file = tmp_path / "hub.port"
         self.rate_file = tmp_path / "hub.rate"
 

@@ -16,8 +16,7 @@ import yaml
 
 from helpers import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
-import draft_fixtures as fx  # noqa: E402
+from helpers import draft_fixtures as fx  # noqa: E402
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -1,6 +1,7 @@
 """The staging role as users run it: the real `hf` CLI (the pinned huggingface_hub)
 against a local Hub double, checksums not sizes, resume after kills, parallel
 mirroring to a "worker" reached through a private sshd on 127.0.0.2."""
+import json
 import os
 import re
 import sys
@@ -251,7 +252,7 @@ def two_nodes(runner, tmp_path, sshd, hub, hf_bin, **more):
         {"name": "target", "repo": TARGET, "path": "{{ node_tree }}/target", "expected_shards": 24,
          "source_path": str(head_models / "target")},
         {"name": "draft", "repo": DRAFT, "path": "{{ node_tree }}/draft", "expected_shards": None,
-         "source_path": str(head_models / "draft")}]
+         "source_path": str(head_models / "draft"), "fix_ignore": "{{ fix_ignore | default(false) }}"}]
     values["staging_hash_cache"] = "{{ node_cache }}/sha256.json"
     values["staging_ssh_options"] = ["-T", "-x", "-o", "Compression=no"] + sshd.options()
     inventory = (
@@ -268,7 +269,11 @@ def two_nodes(runner, tmp_path, sshd, hub, hf_bin, **more):
 
 
 def test_mirrors_in_parallel_by_checksum_then_never_again(runner, hub, hf_bin, sshd, tmp_path):
-    run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin, staging_mirror_streams=4)
+    # The worker's trees are at another path than the head's (as a path set in
+    # host_vars would be): the nodes must still stage each checkpoint in step.
+    # The draft's ignore list is rewritten on the head (staging_fix_draft_ignore)
+    # before it is mirrored, and still verifies against the Hub.
+    run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin, staging_mirror_streams=4, fix_ignore=True)
     first = run()
     assert first.rc == 0, first.text
     assert shard_sums(worker) == hub.published() == shard_sums(head)
@@ -276,11 +281,18 @@ def test_mirrors_in_parallel_by_checksum_then_never_again(runner, hub, hf_bin, s
     assert re.search(r"mirrored 0\.03 GB in [\d.]+ s, [\d.]+ GB/s, 4 stream\(s\)", first.flat)
     assert re.search(r"worker: mirror target: [\d.]+ of 0\.03 GB", first.flat)
     assert not pids(["rsync", str(worker)]) and not pids(["ssh", "-p", str(sshd.port)])
+    assert "localhost: draft: ignore entries rewritten" in first.flat
+    head_draft, worker_draft = head.parent / "draft" / "config.json", worker.parent / "draft" / "config.json"
+    ignore = json.loads(worker_draft.read_text())["quantization_config"]["ignore"]
+    assert ignore == ["re:.*\\.self_attn\\.g_proj$", "re:.*\\.self_attn\\.qkv_proj$"]
+    assert worker_draft.read_bytes() == head_draft.read_bytes()
 
     second = run()
     assert second.rc == 0, second.text
     assert second.stats["changed"].get("worker", 0) == 0 and second.stats["changed"].get("localhost", 0) == 0
     assert "worker: target: hashed nothing" in second.flat and "mirrored 0." not in second.flat
+    assert "localhost: draft: hashed nothing" in second.flat and "worker: draft: hashed nothing" in second.flat
+    assert len(hub.downloads("config.json")) == 2  # once per repo, never again
 
 
 def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bin, sshd, tmp_path):

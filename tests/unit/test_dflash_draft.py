@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-import draft_fixtures as fx
+from helpers import draft_fixtures as fx
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd
 from ansible_collections.laguna.spark.plugins.modules import dflash_draft_ignore, dflash_draft_info
 
@@ -229,6 +229,58 @@ def test_ignore_module_check_diff_backup_idempotent(run_module, tmp_path, target
 
 
 def test_hint_sentence(tmp_path, target):
-    hint = dd.hint_sentence(dd.inspect(draft(tmp_path, "nvfp4_target"), target))
-    assert hint.startswith("The draft is DFlashLagunaForCausalLM, built for a NVFP4 target")
-    assert "served with a FP8 target" in hint and "0% acceptance" in hint
+    hint = dd.hint_sentence(dd.inspect(draft(tmp_path, "nvfp4_target"), target), "/d", "org/d", "/t")
+    assert hint.startswith("Draft /d (org/d) is DFlashLagunaForCausalLM, built for the NVFP4 target (")
+    assert "served with /t (FP8)." in hint and "0% acceptance" in hint
+
+
+def test_a_recorded_rewrite_still_verifies_against_the_hub_and_nothing_else_does(run_module, tmp_path):
+    """dflash_draft_ignore records its rewrite in the node's checksum record:
+    model_verify then accepts the rewritten config.json against the Hub's
+    published digest (hashing nothing again), but not a config.json changed
+    any other way, and not when the Hub publishes another file."""
+    from ansible_collections.laguna.spark.plugins.module_utils import hashcache
+    from ansible_collections.laguna.spark.plugins.modules import model_verify
+    path = draft(tmp_path, "literal")
+    config_path = os.path.join(path, "config.json")
+    sha, oid = hashcache.digest_bytes(open(config_path, "rb").read())
+    published = {rel: {"size": os.path.getsize(os.path.join(path, rel))} for rel in os.listdir(path)}
+    for rel in published:
+        published[rel]["git_oid"] = hashcache.hash_file(os.path.join(path, rel))[1]
+    published["config.json"]["git_oid"] = oid   # regular files: the Hub publishes git blob ids
+    record = str(tmp_path / "cache" / "sha256.json")
+    args = {"path": path, "expected": published, "hash_cache": record, "expected_shards": 1,
+            "extras": "ignore"}
+
+    result = run_module(dflash_draft_ignore, {"path": path, "backup": False, "hash_cache": record})
+    assert result["changed"] and result["recorded"]
+    assert json.load(open(record))["rewrites"][os.path.abspath(config_path)]["from"] == {"sha256": sha, "git_oid": oid}
+    first = run_module(model_verify, args)
+    assert first["complete"] and first["rewritten"] == ["config.json"], first["problems"]
+    assert "config.json" not in " ".join(h["path"] for h in first["hashed"])  # the module recorded its digest
+    assert not run_module(dflash_draft_ignore, {"path": path, "backup": False, "hash_cache": record})["changed"]
+    again = run_module(model_verify, args)
+    assert again["complete"] and again["hashed"] == []
+
+    # Another Hub revision of config.json: the record is of another file.
+    other = dict(args, expected=dict(published, **{"config.json": {"size": 10, "git_oid": "0" * 40}}))
+    assert run_module(model_verify, other, check_mode=True)["refetch"] == ["config.json"]
+    # Any other change to the rewritten file fails, and repair removes it with its record.
+    with open(config_path, "a") as handle:
+        handle.write(" ")
+    bad = run_module(model_verify, dict(args, repair=True))
+    assert not bad["complete"] and bad["removed"] == ["config.json"]
+    assert os.path.abspath(config_path) not in json.load(open(record)).get("rewrites", {})
+
+
+def test_module_returns_the_pairing_hint_the_acceptance_failure_prints(run_module, tmp_path, target):
+    path = draft(tmp_path, "nvfp4_target")
+    result = run_module(dflash_draft_info, {"path": path, "target_path": target,
+                                            "draft_repo": "poolside/Laguna-S-2.1-DFlash-NVFP4", "fail_on_problems": False})
+    assert result["pairing_hint"].startswith("Draft %s (poolside/Laguna-S-2.1-DFlash-NVFP4) is " % path)
+    assert "built for the NVFP4 target" in result["pairing_hint"]
+    assert "served with %s (FP8). dflash_draft_info: " % target in result["pairing_hint"]
+    good = run_module(dflash_draft_info, {"path": draft(tmp_path, "good"), "target_path": target})
+    assert "The precisions match: DFlash drafts also pair with one model" in good["pairing_hint"]
+    missing = run_module(dflash_draft_info, {"path": str(tmp_path / "nope"), "fail_on_problems": False})
+    assert missing["pairing_hint"].startswith("Draft %s is unreadable" % (tmp_path / "nope"))

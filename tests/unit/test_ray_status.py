@@ -85,3 +85,37 @@ def test_free_gpus_leave_out_what_placement_groups_and_other_jobs_hold():
     assert parser.free(other_job["resources"]["GPU"]) == 1.0
     idle = parser.parse("Total Usage:\n 0.0/2.0 GPU\n")
     assert parser.free(idle["resources"]["GPU"]) == 2.0
+
+
+def counting_ray(tmp_path, outputs):
+    """A `ray` that prints the recorded outputs in turn, then the last one again."""
+    script = tmp_path / "ray"
+    lines = ["#!/bin/sh", 'n=$(cat "%s/count" 2>/dev/null || echo 0)' % tmp_path,
+             'echo $((n + 1)) > "%s/count"' % tmp_path, 'case "$n" in']
+    for index, name in enumerate(outputs[:-1]):
+        lines.append('  %d) cat "%s" ;;' % (index, os.path.join(FIXTURES, "ray_status", name)))
+    lines += ['  *) cat "%s" ;;' % os.path.join(FIXTURES, "ray_status", outputs[-1]), "esac"]
+    script.write_text("\n".join(lines) + "\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_waits_for_a_stopped_jobs_placement_groups_to_be_freed(tmp_path, run_module, monkeypatch):
+    monkeypatch.setattr(ray_status, "WAIT_DELAY", 0.05)
+    ray = counting_ray(tmp_path, ["serving_placement_group.txt", "serving_placement_group.txt", "two_nodes.txt"])
+    result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379", "wait_free_gpus": 2})
+    assert result["gpus_free"] == 3.0 and result["waited"] > 0
+    assert (tmp_path / "count").read_text().strip() == "3"
+
+
+def test_the_wait_is_bounded_and_returns_what_ray_shows_last(tmp_path, run_module, monkeypatch):
+    monkeypatch.setattr(ray_status, "WAIT_DELAY", 0.05)
+    ray = counting_ray(tmp_path, ["serving_placement_group.txt"])
+    result = run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379", "wait_free_gpus": 2,
+                                     "wait_timeout": 1})
+    assert not result.failed and result["gpus_free"] == 0.0 and result["gpus_reserved"] == 2.0
+    assert 0.9 <= result["waited"] <= 3
+    # Without wait_free_gpus it reads once.
+    (tmp_path / "count").unlink()
+    run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379"})
+    assert (tmp_path / "count").read_text().strip() == "1"

@@ -42,6 +42,16 @@ W4A16_GROUP = {
 REGEX_IGNORE = ["re:.*\\.self_attn\\.qkv_proj$", "re:.*\\.self_attn\\.g_proj$"]
 
 
+LITERAL_IGNORE = sorted("layers.%d.self_attn.%s" % (i, p) for i in range(LAYERS) for p in ("qkv_proj", "g_proj"))
+
+
+def w4a16_quant(ignore):
+    """A compressed-tensors W4A16 quantization_config with this ignore list."""
+    return {"quant_method": "compressed-tensors", "format": "pack-quantized",
+            "quantization_status": "compressed", "config_groups": {"group_0": dict(W4A16_GROUP)},
+            "ignore": list(ignore), "kv_cache_scheme": None}
+
+
 def draft_config(name_or_path, quant=None):
     config = {
         "_name_or_path": name_or_path,
@@ -164,13 +174,11 @@ def make_draft(directory, kind="good", shards=1):
     if kind == "bf16":
         config = draft_config("poolside/Laguna-S-2.1-DFlash-FP8")
         return write_checkpoint(directory, config, draft_tensors(), shards, "poolside/Laguna-S-2.1-FP8")
-    quant = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-             "quantization_status": "compressed", "config_groups": {"group_0": dict(W4A16_GROUP)},
-             "ignore": list(REGEX_IGNORE), "kv_cache_scheme": None}
+    quant = w4a16_quant(REGEX_IGNORE)
     quantized = QUANTIZED_BY_RECIPE
     source = "poolside/Laguna-S-2.1-DFlash-FP8"
     if kind == "literal":
-        quant["ignore"] = sorted("layers.%d.self_attn.%s" % (i, p) for i in range(LAYERS) for p in ("qkv_proj", "g_proj"))
+        quant["ignore"] = list(LITERAL_IGNORE)
     elif kind == "qkv_quantized":
         quant["ignore"] = ["re:.*\\.self_attn\\.g_proj$"]
         quantized = QUANTIZED_BY_RECIPE + ("self_attn.qkv_proj",)

@@ -1,0 +1,102 @@
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+"""The read-only reports of the staging, ray_cluster and vllm_serve roles
+(facts staging_report, ray_cluster_report, vllm_serve_report), built from what
+their status tasks read. Pure functions: the module status_report calls them
+and the unit tests test them."""
+
+from __future__ import annotations
+
+
+def _gb(value):
+    return round(float(value or 0) / 1e9, 2)
+
+
+def _count(value):
+    """A count as the inventory wrote it: 2, not 2.0."""
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+def staging(scans, head_scans=None, is_head=True, head_host=""):
+    """``scans``: one model_stage_info result per checkpoint (with ``item``:
+    the staging_artifacts entry); ``head_scans``: the head's, in the same
+    order, on a worker. A worker's copy must also equal the head's."""
+    artifacts = []
+    head_scans = head_scans or []
+    for index, result in enumerate(scans):
+        item = result.get("item") or {}
+        same = True
+        if not is_head:
+            head = head_scans[index] if index < len(head_scans) else {}
+            same = result.get("manifest") == head.get("manifest")
+        problems = list(result.get("problems") or [])
+        if not same:
+            problems.append("differs from %s's copy" % head_host)
+        complete = bool(result.get("complete")) and same
+        summary = "%s: %s shard(s), %s GB" % (item.get("name"), result.get("shard_count", 0),
+                                             _gb(result.get("total_bytes")))
+        if not complete:
+            summary += " (%s)" % "; ".join(problems)
+        artifacts.append({"name": item.get("name"), "path": item.get("path"),
+                          "shards": result.get("shard_count", 0), "bytes": result.get("total_bytes", 0),
+                          "complete": complete, "problems": problems, "summary": summary})
+    bad = [a for a in artifacts if not a["complete"]]
+    return {"ok": not bad, "artifacts": artifacts, "problems": [a["summary"] for a in bad]}
+
+
+def ray_cluster(nodes, status, expected_nodes, expected_gpus, address, gid_index=None):
+    """``nodes``: this play's raylets ({host, unit, state, result, linger});
+    nodes outside the play (--limit) are judged by ``status`` (a ray_status
+    result) alone."""
+    status = status or {}
+    seen = int(status.get("node_count") or 0)
+    gpus = float(status.get("gpus_total") or 0.0)
+    bad = [n for n in nodes if n.get("state") != "active"]
+    short = seen < int(expected_nodes) or gpus < float(expected_gpus)
+    problems = []
+    if short or bad:
+        problems.append("ray status at %s shows %d of %s node(s) and %s of %s GPU(s)%s." % (
+            address, seen, expected_nodes, gpus, _count(expected_gpus),
+            "" if status.get("reachable") else " (head unreachable)"))
+        for node in nodes:
+            state = node.get("state")
+            problems.append("%s: %s is %s%s, Linger=%s." % (
+                node.get("host"), node.get("unit"), state,
+                "" if state == "active" else " (%s)" % node.get("result"), node.get("linger")))
+        no_linger = [n.get("host") for n in nodes if n.get("linger") != "yes"]
+        if no_linger:
+            problems.append(
+                "Linger is off on %s: the raylet dies when the SSH session ends and vLLM hangs in "
+                "\"Waiting for creating a placement group\". Run --tags linger." % ", ".join(no_linger))
+        if bad:
+            problems.append(
+                "Inactive raylet service on %s: see `journalctl --user -u <unit>` there; check "
+                "VLLM_HOST_IP/laguna_roce_ip, NCCL/GLOO_SOCKET_IFNAME and that %s is reachable from it. "
+                "Rerun --tags ray_cluster to restart it." % (", ".join(n.get("host") for n in bad), address))
+    return {"ok": not problems, "nodes": list(nodes), "node_count": seen, "gpus_total": gpus,
+            "pending_demands": list(status.get("pending_demands") or []), "gid_index": gid_index,
+            "problems": problems,
+            "summary": "ray status: %d node(s), %s GPU(s) at %s" % (seen, gpus, address)}
+
+
+def vllm_serve(unit_name, unit_state, url, served_model_name, models=None, speculative=False, spec=None):
+    """``models``: the /v1/models response (uri result: status, json) or None;
+    ``spec``: a vllm_spec_decode_info result."""
+    models = models or {}
+    spec = (spec or {}) if speculative else {}
+    up = models.get("status", -1) == 200
+    names = [m.get("id") for m in ((models.get("json") or {}).get("data") or [])]
+    problems = []
+    if unit_state != "active":
+        problems.append("%s is %s" % (unit_name, unit_state))
+    if not up:
+        problems.append("%s/v1/models does not answer" % url)
+    elif served_model_name not in names:
+        problems.append("serving %s, not %s" % (", ".join(names), served_model_name))
+    if speculative and up and (spec.get("draft_tokens") or 0) > 0 and (spec.get("accepted_tokens") or 0) == 0:
+        problems.append("spec-decode acceptance is 0: the draft does not match the target precision")
+    return {"ok": not problems, "unit": unit_state, "models": names, "url": url,
+            "draft_tokens": spec.get("draft_tokens"), "accepted_tokens": spec.get("accepted_tokens"),
+            "acceptance_rate": spec.get("acceptance_rate"), "problems": problems}

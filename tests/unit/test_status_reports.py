@@ -1,0 +1,96 @@
+"""status_report / module_utils.status_reports: the staging, ray_cluster and
+vllm_serve reports that the roles' status tasks record."""
+from ansible_collections.laguna.spark.plugins.module_utils import status_reports as sr
+from ansible_collections.laguna.spark.plugins.modules import status_report
+
+MANIFEST = {"a.safetensors": {"size": 10, "sha256": "ab"}}
+
+
+def scan(name, complete=True, manifest=None, problems=()):
+    return {"item": {"name": name, "path": "/m/" + name}, "complete": complete, "shard_count": 24,
+            "total_bytes": 121.5e9, "manifest": manifest if manifest is not None else MANIFEST,
+            "problems": list(problems)}
+
+
+def test_staging_head_complete():
+    report = sr.staging([scan("target"), scan("draft")])
+    assert report["ok"] and report["problems"] == []
+    assert report["artifacts"][0]["summary"] == "target: 24 shard(s), 121.5 GB"
+
+
+def test_staging_worker_differs_from_the_head_or_is_incomplete():
+    other = {"a.safetensors": {"size": 10, "sha256": "cd"}}
+    report = sr.staging([scan("target", manifest=other), scan("draft", complete=False, problems=["1 file(s) missing"])],
+                        [scan("target"), scan("draft")], is_head=False, head_host="spark-1")
+    assert not report["ok"]
+    assert report["problems"] == ["target: 24 shard(s), 121.5 GB (differs from spark-1's copy)",
+                                  "draft: 24 shard(s), 121.5 GB (1 file(s) missing)"]
+    assert [a["complete"] for a in report["artifacts"]] == [False, False]
+    # The same copy as the head's is complete.
+    assert sr.staging([scan("target")], [scan("target")], is_head=False, head_host="spark-1")["ok"]
+
+
+def node(host, state="active", linger="yes"):
+    return {"host": host, "unit": "laguna-ray-worker", "state": state, "result": "exit-code", "linger": linger}
+
+
+def test_ray_cluster_healthy():
+    report = sr.ray_cluster([node("a"), node("b")], {"node_count": 2, "gpus_total": 2.0, "reachable": True,
+                                                     "pending_demands": []}, 2, 2, "10.0.0.1:6379", 3)
+    assert report["ok"] and report["summary"] == "ray status: 2 node(s), 2.0 GPU(s) at 10.0.0.1:6379"
+    assert report["gid_index"] == 3
+
+
+def test_ray_cluster_dead_worker_without_linger_names_both_causes_and_fixes():
+    report = sr.ray_cluster([node("a"), node("b", state="failed", linger="no")],
+                            {"node_count": 1, "gpus_total": 1.0, "reachable": True}, 2, 2, "10.0.0.1:6379")
+    assert not report["ok"]
+    text = " ".join(report["problems"])
+    assert "shows 1 of 2 node(s) and 1.0 of 2 GPU(s)." in text
+    assert "b: laguna-ray-worker is failed (exit-code), Linger=no." in text
+    assert "Linger is off on b" in text and "--tags linger" in text
+    assert "Inactive raylet service on b" in text and "--tags ray_cluster" in text
+
+
+def test_ray_cluster_unreachable_head_outside_the_play():
+    report = sr.ray_cluster([], {"reachable": False}, 2, 2, "10.0.0.1:6379")
+    assert report["problems"] == ["ray status at 10.0.0.1:6379 shows 0 of 2 node(s) and 0.0 of 2 GPU(s) "
+                                  "(head unreachable)."]
+
+
+MODELS = {"status": 200, "json": {"data": [{"id": "laguna-s-2.1"}]}}
+
+
+def test_vllm_serve_healthy_and_the_failures():
+    good = sr.vllm_serve("laguna-vllm", "active", "http://h:8000", "laguna-s-2.1", MODELS, True,
+                         {"draft_tokens": 100, "accepted_tokens": 60, "acceptance_rate": 0.6})
+    assert good["ok"] and good["models"] == ["laguna-s-2.1"] and good["acceptance_rate"] == 0.6
+    down = sr.vllm_serve("laguna-vllm", "failed", "http://h:8000", "laguna-s-2.1", {"status": -1})
+    assert down["problems"] == ["laguna-vllm is failed", "http://h:8000/v1/models does not answer"]
+    other = sr.vllm_serve("laguna-vllm", "active", "http://h:8000", "x", MODELS)
+    assert other["problems"] == ["serving laguna-s-2.1, not x"]
+    zero = sr.vllm_serve("laguna-vllm", "active", "http://h:8000", "laguna-s-2.1", MODELS, True,
+                         {"draft_tokens": 100, "accepted_tokens": 0})
+    assert zero["problems"] == ["spec-decode acceptance is 0: the draft does not match the target precision"]
+    # Without a draft the counters are not judged.
+    assert sr.vllm_serve("laguna-vllm", "active", "http://h:8000", "laguna-s-2.1", MODELS, False,
+                         {"draft_tokens": 100, "accepted_tokens": 0})["ok"]
+
+
+def test_module_reports_expected_counts_as_written(run_module):
+    result = run_module(status_report, {"kind": "ray_cluster", "nodes": [node("a")], "expected_nodes": 2,
+                                        "expected_gpus": 2, "ray_status": {"node_count": 1, "gpus_total": 1.0, "reachable": True},
+                                        "address": "h:6379"})
+    assert "shows 1 of 2 node(s) and 1.0 of 2 GPU(s)." in result["report"]["problems"][0]
+
+
+def test_module_builds_each_kind(run_module):
+    result = run_module(status_report, {"kind": "staging", "scans": [scan("target")]}, check_mode=True)
+    assert not result["changed"] and result["report"]["ok"]
+    result = run_module(status_report, {"kind": "ray_cluster", "nodes": [node("a")], "expected_nodes": 2,
+                                        "expected_gpus": 2, "ray_status": {"node_count": 1}, "address": "h:6379"})
+    assert not result["report"]["ok"]
+    result = run_module(status_report, {"kind": "vllm_serve", "unit": "laguna-vllm", "unit_state": "active",
+                                        "address": "http://h:8000", "served_model_name": "laguna-s-2.1",
+                                        "models": MODELS})
+    assert result["report"]["ok"] and result["report"]["url"] == "http://h:8000"
