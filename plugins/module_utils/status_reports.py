@@ -35,8 +35,8 @@ def staging(scans, head_scans=None, is_head=True, head_host=""):
         if not same:
             problems.append("differs from %s's copy" % head_host)
         complete = bool(result.get("complete")) and same
-        summary = "%s: %s shard(s), %s GB" % (item.get("name"), result.get("shard_count", 0),
-                                             _gb(result.get("total_bytes")))
+        summary = "%s: %s shard(s), %s GB" % (
+            item.get("name"), result.get("shard_count", 0), _gb(result.get("total_bytes")))
         if not complete:
             summary += " (%s)" % "; ".join(problems)
         artifacts.append({"name": item.get("name"), "path": item.get("path"),

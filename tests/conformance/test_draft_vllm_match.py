@@ -10,14 +10,11 @@ is built quantized; the module's answers must be the same.
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-from helpers import ROOT
-
-from helpers import draft_fixtures as fx  # noqa: E402
-from helpers.collection import collections_path  # noqa: E402
+from helpers import draft_fixtures as fx
+from helpers.collection import collections_path
 
 collections_path()
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd  # noqa: E402

@@ -9,14 +9,11 @@ confirms the pins.
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-from helpers import ROOT
-
-from helpers import draft_fixtures as fx  # noqa: E402
+from helpers import ROOT, draft_fixtures as fx
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd  # noqa: E402
 
 pytestmark = pytest.mark.integration
