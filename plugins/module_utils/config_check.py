@@ -271,6 +271,8 @@ BOUNDS = {
     # config_check itself (roles/laguna)
     "laguna_unknown_variables": ANY,  # choices fail, warn
     "laguna_allow_shrink": ANY,
+    "laguna_persistent_units": ANY,
+    "laguna_restart_sec": Bound(min=1, max=3600),
 }
 
 # Spec keys the checker passes on to Ansible's validator for one variable.

@@ -97,3 +97,43 @@ def describe(entries):
         )
         for entry in entries
     )
+
+
+def gid_sysfs_form(address):
+    """The sysfs text of the RoCE v2 GID that maps IPv4 ``address``
+    (``0000:0000:0000:0000:0000:ffff:c0a8:6401``, as the kernel's %pI6 prints it)."""
+    packed = ipaddress.IPv4Address(address).packed
+    return "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(bytearray(packed))
+
+
+def start_env_script(sysfs_root, hca, port, address, gid_type=ROCE_V2, variable="NCCL_IB_GID_INDEX"):
+    """A POSIX sh script that finds, when it runs, the lowest ``gid_type`` GID
+    index of ``hca``/``port`` that maps ``address`` (the rule of find_gid, and
+    of the recipe's gid() function) and writes ``variable=<index>`` to the
+    file named by its first argument; it exits 1, saying what it saw, when
+    none does. A persistent unit runs it as ExecStartPre and reads the file
+    as its EnvironmentFile, so the index is resolved anew at each start
+    (after a reboot the kernel may number the GIDs differently)."""
+    base = port_dir(sysfs_root, hca, port)
+    for value in (base, gid_type, variable):
+        if "'" in value or "\n" in value:
+            raise ValueError("unsupported character in %r" % value)
+    return "\n".join([
+        "#!/bin/sh",
+        "# Written by laguna.spark (roce_gid start_env_script): %s for %s on %s port %s."
+        % (variable, address, hca, port),
+        "set -u",
+        "out=\"$1\"",
+        "dir='%s'" % base,
+        "want='%s'" % gid_sysfs_form(address),
+        "for i in $(ls \"$dir/gids\" 2>/dev/null | grep -E '^[0-9]+$' | sort -n); do",
+        "  [ \"$(cat \"$dir/gid_attrs/types/$i\" 2>/dev/null)\" = '%s' ] || continue" % gid_type,
+        "  [ \"$(cat \"$dir/gids/$i\" 2>/dev/null)\" = \"$want\" ] || continue",
+        "  mkdir -p \"$(dirname \"$out\")\" || exit 1",
+        "  printf '%s=%%s\\n' \"$i\" > \"$out.tmp\" && mv -f \"$out.tmp\" \"$out\" && exit 0" % variable,
+        "  exit 1",
+        "done",
+        "echo \"no %s GID on %s port %s maps %s (wanted $want in $dir)\" >&2" % (gid_type, hca, port, address),
+        "exit 1",
+        "",
+    ])

@@ -46,7 +46,22 @@ def staging(scans, head_scans=None, is_head=True, head_host=""):
     return {"ok": not bad, "artifacts": artifacts, "problems": [a["summary"] for a in bad]}
 
 
-def ray_cluster(nodes, status, expected_nodes, expected_gpus, address, gid_index=None):
+def gone(units, persistent, tags="ray_cluster,vllm_serve"):
+    """The sentence for units that are not loaded at all (``units``: "unit on
+    host" strings): transient units vanish with a node restart, a teardown or
+    a stop; persistent ones only when their file is gone."""
+    if not units:
+        return []
+    if persistent:
+        return ["%s: no unit file is loaded (laguna_persistent_units is on). Run "
+                "`ansible-playbook site.yml --tags %s` to install and start it again." % (", ".join(units), tags)]
+    return ["%s: gone (not loaded). The services are transient units (laguna_persistent_units: false), which do "
+            "not outlive a restart of the node, a teardown or a stop. Bring them back with "
+            "`ansible-playbook site.yml --tags %s`, or set laguna_persistent_units: true so that they come back "
+            "by themselves after a restart." % (", ".join(units), tags)]
+
+
+def ray_cluster(nodes, status, expected_nodes, expected_gpus, address, gid_index=None, persistent=False):
     """``nodes``: this play's raylets ({host, unit, state, result, linger});
     nodes outside the play (--limit) are judged by ``status`` (a ray_status
     result) alone."""
@@ -70,7 +85,9 @@ def ray_cluster(nodes, status, expected_nodes, expected_gpus, address, gid_index
             problems.append(
                 "Linger is off on %s: the raylet dies when the SSH session ends and vLLM hangs in "
                 "\"Waiting for creating a placement group\". Run --tags linger." % ", ".join(no_linger))
-        if bad:
+        missing = ["%s on %s" % (n.get("unit"), n.get("host")) for n in bad if n.get("loaded") is False]
+        problems.extend(gone(missing, persistent))
+        if bad and len(missing) < len(bad):
             problems.append(
                 "Inactive raylet service on %s: see `journalctl --user -u <unit>` there; check "
                 "VLLM_HOST_IP/laguna_roce_ip, NCCL/GLOO_SOCKET_IFNAME and that %s is reachable from it. "
@@ -81,7 +98,8 @@ def ray_cluster(nodes, status, expected_nodes, expected_gpus, address, gid_index
             "summary": "ray status: %d node(s), %s GPU(s) at %s" % (seen, gpus, address)}
 
 
-def vllm_serve(unit_name, unit_state, url, served_model_name, models=None, speculative=False, spec=None):
+def vllm_serve(unit_name, unit_state, url, served_model_name, models=None, speculative=False, spec=None,
+               unit_loaded=True, persistent=False, host=""):
     """``models``: the /v1/models response (uri result: status, json) or None;
     ``spec``: a vllm_spec_decode_info result."""
     models = models or {}
@@ -89,7 +107,9 @@ def vllm_serve(unit_name, unit_state, url, served_model_name, models=None, specu
     up = models.get("status", -1) == 200
     names = [m.get("id") for m in ((models.get("json") or {}).get("data") or [])]
     problems = []
-    if unit_state != "active":
+    if not unit_loaded:
+        problems.extend(gone(["%s on %s" % (unit_name, host) if host else unit_name], persistent))
+    elif unit_state != "active":
         problems.append("%s is %s" % (unit_name, unit_state))
     if not up:
         problems.append("%s/v1/models does not answer" % url)

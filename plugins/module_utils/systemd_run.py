@@ -19,15 +19,18 @@ from ansible_collections.laguna.spark.plugins.module_utils import systemd_user
 
 _FINGERPRINT = re.compile(r"\[cfg ([0-9a-f]{12})\]")
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "MainPID",
-                   "Description", "ExecMainStatus")
+                   "Description", "ExecMainStatus", "FragmentPath", "UnitFileState")
 
 
-def fingerprint(command, environment, properties, working_directory=None):
-    payload = json.dumps(
-        {"command": list(command), "environment": environment or {},
-         "properties": properties or {}, "cwd": working_directory},
-        sort_keys=True, separators=(",", ":"),
-    )
+def fingerprint(command, environment, properties, working_directory=None, persistent=None):
+    """A short digest of what a unit runs. ``persistent`` (the unit file's
+    other settings, when there is one) changes it; None keeps the digests of
+    transient units as they were."""
+    fields = {"command": list(command), "environment": environment or {},
+              "properties": properties or {}, "cwd": working_directory}
+    if persistent is not None:
+        fields["persistent"] = persistent
+    payload = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:12]
 
 
@@ -60,3 +63,63 @@ def run_argv(systemd_run, name, command, environment=None, properties=None,
 # Unit state comes from the shared `systemctl --user` code.
 parse_show = systemd_user.parse_show
 is_running = systemd_user.is_running
+
+
+# --- Persistent units: a unit file in the user's unit directory ------------
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def _specifiers(text):
+    return text.replace("%", "%%")
+
+
+def unit_word(arg):
+    """One ExecStart argument as systemd reads it back: specifiers (%) and
+    variables ($) are escaped, a word with anything but plain characters is
+    double-quoted with C escapes (systemd.service, "Command lines")."""
+    text = str(arg)
+    if "\n" in text or "\r" in text:
+        raise ValueError("a unit's command line cannot hold a newline: %r" % text)
+    text = _specifiers(text).replace("$", "$$")
+    if text and _PLAIN.match(text):
+        return text
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def unit_assignment(key, value):
+    """An Environment= assignment, quoted whole (specifiers escaped; $ is not
+    expanded in Environment=)."""
+    text = "%s=%s" % (key, value)
+    if "\n" in text or "\r" in text:
+        raise ValueError("an environment value cannot hold a newline: %r" % text)
+    return '"%s"' % _specifiers(text).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def unit_file(description_text, command, environment=None, properties=None, working_directory=None,
+              after=(), restart_sec=10, start_limit_interval=600, start_limit_burst=20,
+              start_env=None):
+    """The text of a persistent user unit: enabled in default.target, so the
+    user manager (lingering) starts it at boot; Restart=on-failure. With
+    ``start_env`` (script path, env file path) the script runs as
+    ExecStartPre and writes the env file that the main process reads, so
+    values such as the RoCE GID index are resolved anew at each start."""
+    lines = ["[Unit]", "Description=%s" % _specifiers(description_text)]
+    if after:
+        lines += ["Wants=%s" % " ".join(after), "After=%s" % " ".join(after)]
+    lines += ["StartLimitIntervalSec=%d" % start_limit_interval, "StartLimitBurst=%d" % start_limit_burst,
+              "", "[Service]", "Type=simple"]
+    if working_directory:
+        lines.append("WorkingDirectory=%s" % unit_word(working_directory))
+    for key in sorted(environment or {}):
+        lines.append("Environment=%s" % unit_assignment(key, environment[key]))
+    if start_env:
+        script, env_file = start_env
+        lines += ["ExecStartPre=%s %s" % (unit_word(script), unit_word(env_file)),
+                  "EnvironmentFile=-%s" % _specifiers(env_file)]
+    lines.append("ExecStart=%s" % " ".join(unit_word(part) for part in command))
+    lines += ["Restart=on-failure", "RestartSec=%d" % restart_sec]
+    for key in sorted(properties or {}):
+        lines.append("%s=%s" % (key, _specifiers(str(properties[key]))))
+    lines += ["", "[Install]", "WantedBy=default.target", ""]
+    return "\n".join(lines)

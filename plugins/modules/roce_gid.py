@@ -83,6 +83,16 @@ ndev:
   returned: success
   type: str
   sample: enp1s0f1np1
+start_env_script:
+  description:
+    - A POSIX sh script that makes the same choice when it runs (the lowest
+      index of O(gid_type) whose GID maps O(address)) and writes
+      C(NCCL_IB_GID_INDEX=<index>) to the file named by its first argument;
+      it exits 1 when no GID maps the address.
+    - For M(laguna.spark.systemd_run_service)'s O(laguna.spark.systemd_run_service#module:start_env_script),
+      so that a persistent unit resolves the index anew at each start.
+  returned: success
+  type: str
 gids:
   description: Every populated GID seen on the port.
   returned: always
@@ -129,7 +139,9 @@ def main():
             gids=entries,
         )
     module.exit_json(changed=False, gid_index=match["index"], gid=match["gid"],
-                     ndev=match["ndev"], gids=entries)
+                     ndev=match["ndev"], gids=entries,
+                     start_env_script=roce.start_env_script(params["sysfs_root"], params["hca"], params["port"],
+                                                            params["address"], params["gid_type"]))
 
 
 def _listdir(path):

@@ -53,14 +53,15 @@ options:
     type: bool
     default: true
   head_host:
-    description: O(kind=staging) The head's inventory name (for the messages).
+    description: O(kind=staging) and O(kind=vllm_serve) The head's inventory name (for the messages).
     type: str
     default: ""
   nodes:
     description:
       - O(kind=ray_cluster) The raylets of the nodes in this play, each with
-        C(host), C(unit), C(state), C(result) and C(linger); nodes outside
-        the play are judged by O(ray_status) alone.
+        C(host), C(unit), C(state), C(result) and C(linger), and C(loaded)
+        (false when the unit is not loaded at all); nodes outside the play
+        are judged by O(ray_status) alone.
     type: list
     elements: dict
     default: []
@@ -107,6 +108,20 @@ options:
     description: O(kind=vllm_serve) A M(laguna.spark.vllm_spec_decode_info) result.
     type: dict
     default: {}
+  unit_loaded:
+    description:
+      - O(kind=vllm_serve) Whether the unit is loaded at all. A unit that is
+        not (a transient unit after a node restart) is reported as gone, with
+        how to bring it back.
+    type: bool
+    default: true
+  persistent:
+    description:
+      - O(kind=ray_cluster) and O(kind=vllm_serve) Whether the services are
+        meant to be persistent units (C(laguna_persistent_units)); it changes
+        the advice for a unit that is gone.
+    type: bool
+    default: false
 author:
   - laguna-spark developers (!UNKNOWN)
 """
@@ -158,10 +173,12 @@ def build(params):
         return status_reports.staging(params["scans"], params["head_scans"], params["is_head"], params["head_host"])
     if kind == "ray_cluster":
         return status_reports.ray_cluster(params["nodes"], params["ray_status"], params["expected_nodes"],
-                                          params["expected_gpus"], params["address"], params["gid_index"])
+                                          params["expected_gpus"], params["address"], params["gid_index"],
+                                          params["persistent"])
     return status_reports.vllm_serve(params["unit"], params["unit_state"], params["address"],
                                      params["served_model_name"], params["models"], params["speculative"],
-                                     params["spec"])
+                                     params["spec"], params["unit_loaded"], params["persistent"],
+                                     params["head_host"])
 
 
 def main():
@@ -184,6 +201,8 @@ def main():
             models=dict(type="dict", default={}),
             speculative=dict(type="bool", default=False),
             spec=dict(type="dict", default={}),
+            unit_loaded=dict(type="bool", default=True),
+            persistent=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )

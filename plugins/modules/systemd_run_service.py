@@ -18,6 +18,14 @@ description:
     the unit is already active with the same fingerprint nothing is done; a
     different fingerprint (a changed command, environment or property) or an
     inactive/failed unit makes it (re)start.
+  - With O(persistent=true) the service is a unit file in the user's unit
+    directory instead (C(~/.config/systemd/user/NAME.service)), enabled in
+    C(default.target) with C(Restart=on-failure), so that the user manager
+    starts it again after a reboot (with lingering) and after a crash. The
+    fingerprint is in its Description as well; a changed file restarts it.
+    Switching between transient and persistent stops the old unit first; a
+    unit file left by an earlier persistent run is disabled and removed when
+    O(persistent=false).
   - Run it as the service user (C(become_user)); the user needs lingering
     (see the C(linger) role) for the service to outlive the session.
   - To read a user unit's state or stop it, see M(laguna.spark.systemd_user_unit).
@@ -60,13 +68,60 @@ options:
     description:
       - The user's C(XDG_RUNTIME_DIR). Defaults to C(/run/user/<uid>).
     type: path
+  persistent:
+    description:
+      - Run the service from an enabled unit file with C(Restart=on-failure)
+        instead of as a transient unit (see the description).
+      - With V(false) and O(state=stopped), a unit file of an earlier
+        persistent run is disabled and removed as well.
+    type: bool
+    default: false
+  after:
+    description:
+      - Units (of the same user manager) that a persistent unit wants and starts after (C(Wants=), C(After=)).
+    type: list
+    elements: str
+    default: []
+  restart_sec:
+    description: C(RestartSec=) of a persistent unit (1 to 3600 seconds).
+    type: int
+    default: 10
+  start_limit_burst:
+    description:
+      - C(StartLimitBurst=) of a persistent unit within C(StartLimitIntervalSec=600),
+        that is, how many failed starts in 10 minutes before systemd stops retrying (1 to 1000).
+    type: int
+    default: 20
+  start_env_script:
+    description:
+      - Used by a persistent unit only (a transient unit gets its whole
+        environment from the play). The text of a POSIX sh script that runs before
+        each start (C(ExecStartPre=)) with one argument, a file under
+        O(runtime_dir) that it writes as C(KEY=value) lines; the service reads
+        that file (C(EnvironmentFile=)), whose values override O(environment).
+      - For values that must be resolved anew at each start, such as the RoCE
+        GID index (see M(laguna.spark.roce_gid)'s RV(laguna.spark.roce_gid#module:start_env_script)).
+      - Written to C(~/.config/laguna-spark/NAME.start-env).
+    type: str
+  start_env_keys:
+    description:
+      - The variables that O(start_env_script) resolves. They are left out of
+        the unit file (so a reboot that changes them needs no new file), and
+        a running unit whose main process has another value than
+        O(environment) says (read from C(/proc/<MainPID>/environ)) is restarted.
+    type: list
+    elements: str
+    default: []
+  unit_dir:
+    description: Where persistent unit files go. Defaults to C(~/.config/systemd/user) of the calling user.
+    type: path
 attributes:
   check_mode:
     support: full
     description: Predicts whether the service would be started, restarted or stopped, and the systemd-run command line.
   diff_mode:
-    support: none
-    description: Reports no diff.
+    support: full
+    description: Shows the unit file before and after (persistent units).
   platform:
     support: full
     platforms: posix
@@ -86,6 +141,15 @@ EXAMPLES = r"""
       LimitMEMLOCK: infinity
       MemoryMax: 110G
       MemorySwapMax: "0"
+  become: true
+  become_user: spark
+
+- name: The same as an enabled unit that comes back after a reboot
+  laguna.spark.systemd_run_service:
+    name: laguna-ray-head
+    persistent: true
+    command: [/home/spark/.venvs/vllm/bin/ray, start, --head, --block, --port, "6379"]
+    start_env_script: "{{ gid.start_env_script }}"
   become: true
   become_user: spark
 
@@ -120,21 +184,215 @@ main_pid:
   returned: always
   type: int
 action:
-  description: What was done, C(none), C(started), C(restarted) or C(stopped).
+  description:
+    - What was done, C(none), C(started), C(restarted), C(stopped), or
+      C(enabled) (a persistent unit that ran with the right settings was enabled).
   returned: always
   type: str
 argv:
   description: The systemd-run command line used (or that would be used).
-  returned: when the service was (or would be) started
+  returned: when a transient service was (or would be) started
   type: list
   elements: str
+unit_file:
+  description: Path of the persistent unit file.
+  returned: when O(persistent=true)
+  type: str
+  sample: /home/spark/.config/systemd/user/laguna-ray-head.service
+start_env_drift:
+  description: The O(start_env_keys) whose value in the running process differed from O(environment).
+  returned: when O(persistent=true)
+  type: dict
+  sample: {NCCL_IB_GID_INDEX: {have: "5", want: "7"}}
+persistent:
+  description: Whether the unit runs from an enabled unit file after the run.
+  returned: always
+  type: bool
 """
 
+import os
+import pwd
+import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
+
+BOUNDS = {"settle": (0, 600), "restart_sec": (1, 3600), "start_limit_burst": (1, 1000)}
+
+
+def _read(path):
+    try:
+        with open(path, "r") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def _write(module, path, text, mode):
+    """Write ``text`` to ``path`` atomically (a temporary file beside it, then atomic_move)."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".laguna-")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    module.atomic_move(tmp, path)
+    os.chmod(path, mode)  # atomic_move keeps an old file's mode, or gives a new one the umask's
+
+
+class Service(object):
+    """One user service, transient or from a unit file."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = params = module.params
+        self.unit = params["name"] if params["name"].endswith(".service") else params["name"] + ".service"
+        self.units = su.UserUnits(module, params["runtime_dir"])
+        home = os.path.expanduser("~") if os.environ.get("HOME") else pwd.getpwuid(os.getuid()).pw_dir
+        self.unit_path = os.path.join(params["unit_dir"] or os.path.join(home, ".config", "systemd", "user"),
+                                      self.unit)
+        self.script_path = os.path.join(home, ".config", "laguna-spark", self.unit[:-len(".service")] + ".start-env")
+        self.env_file = os.path.join(self.units.env["XDG_RUNTIME_DIR"], "laguna-spark",
+                                     self.unit[:-len(".service")] + ".env")
+        self.current = self.units.show_or_fail(self.unit, sr.SHOW_PROPERTIES)
+        self.running = sr.is_running(self.current)
+        self.previous = sr.fingerprint_of(self.current.get("Description"))
+        self.has_file = os.path.exists(self.unit_path)
+        self.from_file = self.current.get("FragmentPath") == self.unit_path
+        self.result = dict(changed=False, unit=self.unit, previous_fingerprint=self.previous, action="none",
+                           active_state=self.current.get("ActiveState", "inactive"),
+                           main_pid=int(self.current.get("MainPID") or 0),
+                           persistent=self.from_file and self.current.get("UnitFileState") == "enabled")
+
+    def ctl(self, *args):
+        rc, out, err = self.units.ctl(*args)
+        if rc != 0:
+            self.module.fail_json(msg="systemctl --user %s failed: %s. Last log lines: %s"
+                                  % (" ".join(args), (err or out).strip(), " | ".join(self.units.logs(self.unit)[-15:])),
+                                  **self.result)
+
+    def remove_file(self):
+        """Disable and remove the unit file (and script) of an earlier persistent run."""
+        self.ctl("disable", self.unit)
+        for path in (self.unit_path, self.script_path):
+            if os.path.exists(path):
+                os.remove(path)
+        self.ctl("daemon-reload")
+
+    def stop(self):
+        stop = self.running or self.current.get("ActiveState") == "failed"
+        remove = self.has_file and not self.params["persistent"]
+        if stop:
+            self.result.update(changed=True, action="stopped", active_state="inactive", main_pid=0)
+        if remove:
+            self.result.update(changed=True, persistent=False)
+            if self.module._diff:
+                self.result["diff"] = {"before": _read(self.unit_path) or "", "after": "",
+                                       "before_header": self.unit_path, "after_header": self.unit_path}
+        if self.module.check_mode:
+            return
+        if stop:
+            self.units.act(self.unit, "stopped")
+        if remove:
+            self.remove_file()
+
+    def settle(self, argv=None):
+        deadline = time.time() + self.params["settle"]
+        while True:
+            now = self.units.show_or_fail(self.unit, sr.SHOW_PROPERTIES)
+            if not sr.is_running(now):
+                self.module.fail_json(
+                    msg="%s stopped right after starting (%s/%s, exit status %s). Last log lines: %s"
+                    % (self.unit, now.get("ActiveState"), now.get("SubState") if now.get("SubState") == "auto-restart"
+                       else now.get("Result"), now.get("ExecMainStatus"),
+                       " | ".join(self.units.logs(self.unit)[-15:])),
+                    argv=argv, active_state=now.get("ActiveState"))
+            if time.time() >= deadline:
+                break
+            time.sleep(0.5)
+        self.result.update(active_state=now.get("ActiveState"), main_pid=int(now.get("MainPID") or 0))
+
+    def transient(self, environment, properties):
+        params = self.params
+        digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"])
+        self.result["fingerprint"] = digest
+        if params["state"] == "started" and self.running and self.previous == digest and not self.from_file:
+            return
+        argv = sr.run_argv(
+            self.module.get_bin_path("systemd-run", required=True), self.unit[:-len(".service")],
+            params["command"], environment, properties,
+            sr.description(params["description"], digest), params["working_directory"])
+        self.result.update(changed=True, argv=argv, action="restarted" if self.running else "started",
+                           active_state="active", persistent=False)
+        if self.module.check_mode:
+            return
+        if self.running or self.current.get("LoadState") == "loaded":
+            self.units.act(self.unit, "stopped")
+        if self.has_file:
+            self.remove_file()
+        # Arguments reach systemd as given: no ~ or $VAR expansion by run_command.
+        rc, out, err = self.module.run_command(argv, environ_update=self.units.env, expand_user_and_vars=False)
+        if rc != 0:
+            self.module.fail_json(msg="systemd-run for %s failed (rc=%d): %s" % (self.unit, rc, err.strip()),
+                                  argv=argv)
+        self.settle(argv)
+
+    def persistent(self, environment, properties):
+        params = self.params
+        script = params["start_env_script"]
+        resolved = {}
+        if script:
+            resolved = {key: environment.pop(key) for key in params["start_env_keys"] if key in environment}
+        running_env = su.process_environment(self.current.get("MainPID")) if resolved and self.running else {}
+        drift = {key: {"have": running_env.get(key), "want": value} for key, value in resolved.items()
+                 if running_env and running_env.get(key) != value}
+        self.result["start_env_drift"] = drift
+        settings = {"after": params["after"], "restart_sec": params["restart_sec"],
+                    "start_limit_burst": params["start_limit_burst"], "start_env_script": script}
+        digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"], settings)
+        text = sr.unit_file(
+            sr.description(params["description"], digest), params["command"], environment, properties,
+            params["working_directory"], after=params["after"], restart_sec=params["restart_sec"],
+            start_limit_burst=params["start_limit_burst"],
+            start_env=(self.script_path, self.env_file) if script else None)
+        old_text = _read(self.unit_path)
+        files_ok = old_text == text and (script is None or _read(self.script_path) == script)
+        loaded = self.from_file and self.previous == digest
+        enabled = self.current.get("UnitFileState") == "enabled"
+        self.result.update(fingerprint=digest, unit_file=self.unit_path, persistent=True)
+        if self.module._diff:
+            self.result["diff"] = {"before": old_text or "", "after": text,
+                                   "before_header": self.unit_path, "after_header": self.unit_path}
+        fresh = files_ok and loaded and not drift
+        if params["state"] == "started" and self.running and fresh and enabled:
+            return
+        if self.running and fresh and enabled:
+            action = "restarted"  # state=restarted
+        elif self.running and fresh:
+            action = "enabled"
+        else:
+            action = "restarted" if self.running else "started"
+        self.result.update(changed=True, action=action, active_state="active")
+        if self.module.check_mode:
+            return
+        if not self.from_file and (self.running or self.current.get("LoadState") == "loaded"):
+            # A transient unit of the same name: stop it (it is collected) first.
+            self.units.act(self.unit, "stopped")
+        if not files_ok:
+            if script is not None:
+                _write(self.module, self.script_path, script, 0o755)
+            _write(self.module, self.unit_path, text, 0o644)
+        if not loaded:
+            self.ctl("daemon-reload")
+        if not enabled:
+            self.ctl("enable", self.unit)
+        if action != "enabled":
+            if self.current.get("ActiveState") == "failed":
+                self.ctl("reset-failed", self.unit)
+            self.ctl("restart" if self.running else "start", self.unit)
+        self.settle()
 
 
 def main():
@@ -149,65 +407,35 @@ def main():
             working_directory=dict(type="path"),
             settle=dict(type="int", default=3),
             runtime_dir=dict(type="path"),
+            persistent=dict(type="bool", default=False),
+            after=dict(type="list", elements="str", default=[]),
+            restart_sec=dict(type="int", default=10),
+            start_limit_burst=dict(type="int", default=20),
+            start_env_script=dict(type="str"),
+            start_env_keys=dict(type="list", elements="str", default=[], no_log=False),
+            unit_dir=dict(type="path"),
         ),
         required_if=[("state", "started", ["command"]), ("state", "restarted", ["command"])],
         supports_check_mode=True,
     )
     params = module.params
-    if not 0 <= params["settle"] <= 600:
-        module.fail_json(msg="settle must be between 0 and 600 seconds, not %d" % params["settle"])
-    unit = params["name"] if params["name"].endswith(".service") else params["name"] + ".service"
-    units = su.UserUnits(module, params["runtime_dir"])
-    current = units.show_or_fail(unit, sr.SHOW_PROPERTIES)
-    running = sr.is_running(current)
-    previous = sr.fingerprint_of(current.get("Description"))
-    result = dict(changed=False, unit=unit, previous_fingerprint=previous, action="none",
-                  active_state=current.get("ActiveState", "inactive"),
-                  main_pid=int(current.get("MainPID") or 0))
-
+    for key, (low, high) in BOUNDS.items():
+        if not low <= params[key] <= high:
+            module.fail_json(msg="%s must be between %d and %d, not %d" % (key, low, high, params[key]))
+    service = Service(module)
     if params["state"] == "stopped":
-        if running or current.get("ActiveState") == "failed":
-            result.update(changed=True, action="stopped", active_state="inactive", main_pid=0)
-            if not module.check_mode:
-                units.act(unit, "stopped")
-        module.exit_json(**result)
-
-    environment = {str(k): str(v) for k, v in params["environment"].items()}
-    properties = {str(k): str(v) for k, v in params["properties"].items()}
-    digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"])
-    result["fingerprint"] = digest
-    if params["state"] == "started" and running and previous == digest:
-        module.exit_json(**result)
-
-    argv = sr.run_argv(
-        module.get_bin_path("systemd-run", required=True), unit[:-len(".service")],
-        params["command"], environment, properties,
-        sr.description(params["description"], digest), params["working_directory"])
-    result.update(changed=True, argv=argv, action="restarted" if running else "started",
-                  active_state="active")
-    if module.check_mode:
-        module.exit_json(**result)
-
-    if running or current.get("LoadState") == "loaded":
-        units.act(unit, "stopped")
-    rc, out, err = module.run_command(argv, environ_update=units.env)
-    if rc != 0:
-        module.fail_json(msg="systemd-run for %s failed (rc=%d): %s" % (unit, rc, err.strip()),
-                         argv=argv)
-    deadline = time.time() + max(params["settle"], 0)
-    while True:
-        now = units.show_or_fail(unit, sr.SHOW_PROPERTIES)
-        if not sr.is_running(now):
-            module.fail_json(
-                msg="%s stopped right after starting (%s/%s, exit status %s). Last log lines: %s"
-                % (unit, now.get("ActiveState"), now.get("Result"), now.get("ExecMainStatus"),
-                   " | ".join(units.logs(unit)[-15:])),
-                argv=argv, active_state=now.get("ActiveState"))
-        if time.time() >= deadline:
-            break
-        time.sleep(0.5)
-    result.update(active_state=now.get("ActiveState"), main_pid=int(now.get("MainPID") or 0))
-    module.exit_json(**result)
+        service.stop()
+    else:
+        environment = {str(k): str(v) for k, v in params["environment"].items()}
+        properties = {str(k): str(v) for k, v in params["properties"].items()}
+        try:
+            if params["persistent"]:
+                service.persistent(environment, properties)
+            else:
+                service.transient(environment, properties)
+        except ValueError as exc:
+            module.fail_json(msg="%s: %s" % (service.unit, exc))
+    module.exit_json(**service.result)
 
 
 if __name__ == "__main__":

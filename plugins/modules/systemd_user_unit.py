@@ -17,6 +17,10 @@ description:
   - With O(state), also starts, stops or restarts the unit, and reports its state afterwards.
   - Without O(state) it only reads, never fails because the user manager is
     missing (RV(user_manager=false)), and is safe in check mode.
+  - With O(expect_command), O(expect_environment) or O(expect_properties),
+    also compares what runs with what is expected and reports each
+    difference (RV(differences), RV(problems)); a unit that does not run
+    gives a single V(state) difference.
   - Run it as the unit's user (C(become_user)).
 options:
   name:
@@ -38,6 +42,48 @@ options:
   runtime_dir:
     description: The user's C(XDG_RUNTIME_DIR). Defaults to C(/run/user/<uid>).
     type: path
+  expect_command:
+    description:
+      - The argv the unit should run, compared with its C(ExecStart) property.
+      - C(systemctl show) prints the arguments joined by spaces, unquoted;
+        an expected argument that holds spaces matches where the text holds it.
+      - The first differing argument is reported (V(argv[N])), and a
+        different count (V(argc)).
+    type: list
+    elements: str
+  expect_environment:
+    description:
+      - The environment the unit should have, compared with its
+        C(Environment) property. Values compare as text.
+      - A variable that is missing or different is reported, and so is one
+        the unit has that is not expected (want V("")).
+    type: dict
+  expect_properties:
+    description:
+      - Unit properties and the values they should have, for example
+        C(MemoryMax) V(98G) and C(LimitMEMLOCK) V(infinity).
+      - Memory* and Limit* values compare as sizes, as systemd parses them
+        (V(98G) equals C(systemctl show)'s V(105226698752)); booleans as
+        systemd parses them; anything else as text.
+    type: dict
+  process_environment_keys:
+    description:
+      - Variables whose value is read from the running main process
+        (C(/proc/<MainPID>/environ)) rather than the C(Environment) property,
+        for values a unit gets at start from an C(EnvironmentFile) (a
+        persistent raylet's RoCE GID index, see
+        M(laguna.spark.systemd_run_service)'s O(laguna.spark.systemd_run_service#module:start_env_keys)).
+    type: list
+    elements: str
+    default: []
+  host:
+    description: The node's name in the sentences of RV(problems) (C(inventory_hostname)).
+    type: str
+  fix_hint:
+    description:
+      - What fixes a difference, ending each sentence of RV(problems) as
+        C(rerun <fix_hint>.), for example V(--tags vllm_serve).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -65,6 +111,23 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: raylet.running
     fail_msg: "{{ raylet.unit }} is {{ raylet.active_state }} ({{ raylet.result }}, exit status {{ raylet.exec_main_status }})"
+
+- name: Compare the raylet with what the inventory renders
+  laguna.spark.systemd_user_unit:
+    name: "{{ ray_cluster_render.unit }}"
+    expect_command: "{{ ray_cluster_render.argv }}"
+    expect_environment: "{{ ray_cluster_render.environment }}"
+    expect_properties: "{{ ray_cluster_render.properties }}"
+    host: "{{ inventory_hostname }}"
+    fix_hint: --tags ray_cluster,vllm_serve
+  become: true
+  become_user: spark
+  register: raylet_drift
+
+- name: Fail on any difference
+  ansible.builtin.assert:
+    that: raylet_drift.matches
+    fail_msg: "{{ raylet_drift.problems | join(' ') }}"
 
 - name: Stop vLLM
   laguna.spark.systemd_user_unit:
@@ -144,10 +207,79 @@ action:
   returned: always
   type: str
   sample: none
+command:
+  description:
+    - The unit's argv, from its C(ExecStart) property (split where
+      O(expect_command) says an argument holds spaces).
+    - Empty when the unit is not loaded.
+  returned: when O(expect_command), O(expect_environment) or O(expect_properties) is given
+  type: list
+  elements: str
+  sample: [/home/spark/venv/bin/ray, start, --block, --address=192.168.100.10:6379]
+differences:
+  description:
+    - Each way the unit differs from the expectations, in the order command,
+      environment, properties.
+    - A unit that does not run gives only one, whose C(what) is V(state).
+  returned: when O(expect_command), O(expect_environment) or O(expect_properties) is given
+  type: list
+  elements: dict
+  contains:
+    what:
+      description: V(state), V(command), V(environment) or V(property).
+      type: str
+    name:
+      description:
+        - What differs, V(ActiveState) for the state, V(argv[N]) (the first
+          differing argument) or V(argc) (the count) for the command, the
+          variable's or the property's name.
+      type: str
+    want:
+      description: The expected value, as text (empty for a variable or argument that is not expected).
+      type: str
+    have:
+      description:
+        - The unit's value, as C(systemctl show) gives it (sizes in bytes);
+          empty for a variable or argument that is missing.
+      type: str
+    unit:
+      description: The unit's full name.
+      type: str
+  sample:
+    - {what: environment, name: NCCL_IB_GID_INDEX, want: "7", have: "3", unit: laguna-ray-worker.service}
+matches:
+  description: Whether RV(differences) is empty.
+  returned: when O(expect_command), O(expect_environment) or O(expect_properties) is given
+  type: bool
+problems:
+  description: One sentence per difference, naming the unit, O(host) and O(fix_hint).
+  returned: when O(expect_command), O(expect_environment) or O(expect_properties) is given
+  type: list
+  elements: str
+  sample:
+    - >-
+      laguna-ray-worker.service on laguna-worker: environment NCCL_IB_GID_INDEX is "3",
+      the inventory wants "7": rerun --tags ray_cluster,vllm_serve.
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
+
+
+def compare(unit, props, params):
+    """The expectation results: command, differences, matches, problems."""
+    like = params["expect_command"]
+    have = su.parse_environment(props.get("Environment"))
+    running = su.process_environment(props.get("MainPID")) if params["process_environment_keys"] else {}
+    have.update((key, running[key]) for key in params["process_environment_keys"] if key in running)
+    differences = su.drift(props, command=like, environment=params["expect_environment"],
+                           properties=params["expect_properties"], have_environment=have)
+    problems = su.describe(unit, differences, host=params["host"], fix_hint=params["fix_hint"],
+                           environment=have, expected_environment=params["expect_environment"])
+    return {"command": su.parse_exec_argv(props.get("ExecStart"), like=like),
+            "differences": [dict(diff, unit=unit) for diff in differences],
+            "matches": not differences,
+            "problems": problems}
 
 
 def main():
@@ -157,12 +289,23 @@ def main():
             state=dict(type="str", choices=["started", "stopped", "restarted"]),
             properties=dict(type="list", elements="str", default=[]),
             runtime_dir=dict(type="path"),
+            expect_command=dict(type="list", elements="str"),
+            expect_environment=dict(type="dict"),
+            expect_properties=dict(type="dict"),
+            host=dict(type="str"),
+            fix_hint=dict(type="str"),
+            process_environment_keys=dict(type="list", elements="str", default=[], no_log=False),
         ),
         supports_check_mode=True,
     )
     params = module.params
     unit = su.unit_name(params["name"])
-    wanted = tuple(dict.fromkeys(list(su.DEFAULT_PROPERTIES) + list(params["properties"])))
+    expecting = any(params[key] is not None
+                    for key in ("expect_command", "expect_environment", "expect_properties"))
+    extra = list(params["properties"])
+    if expecting:
+        extra += ["ExecStart"] + [str(name) for name in params["expect_properties"] or {}]
+    wanted = tuple(dict.fromkeys(list(su.DEFAULT_PROPERTIES) + extra))
     units = su.UserUnits(module, params["runtime_dir"])
 
     if params["state"] is None:
@@ -170,6 +313,8 @@ def main():
         result = su.summarize(unit, props, manager=error is None)
         if error is not None:
             result["user_manager_error"] = error
+        if expecting:
+            result.update(compare(unit, props, params))
         module.exit_json(changed=False, action="none", **result)
 
     before = units.show_or_fail(unit, wanted)
@@ -189,6 +334,8 @@ def main():
                        " | ".join(units.logs(unit)[-15:])),
                 **su.summarize(unit, after))
     result = su.summarize(unit, after)
+    if expecting:
+        result.update(compare(unit, after, params))
     if module._diff:
         result["diff"] = {"before": "ActiveState=%s\n" % before.get("ActiveState", "inactive"),
                           "after": "ActiveState=%s\n" % after.get("ActiveState", "inactive"),

@@ -1,3 +1,7 @@
+import subprocess
+
+import pytest
+
 from ansible_collections.laguna.spark.plugins.module_utils import roce
 from ansible_collections.laguna.spark.plugins.modules import roce_gid
 from helpers.sysfs import HCA, make_port, mapped
@@ -77,3 +81,51 @@ def test_ipv4_of_gid():
     assert roce.ipv4_of_gid(mapped("192.168.100.10")) == "192.168.100.10"
     assert roce.ipv4_of_gid("fe80::1") is None
     assert roce.ipv4_of_gid("") is None
+
+
+def _run_script(tmp_path, script):
+    path = tmp_path / "start-env"
+    path.write_text(script)
+    out = tmp_path / "run" / "laguna-spark" / "unit.env"
+    proc = subprocess.run(["/bin/sh", str(path), str(out)], capture_output=True, text=True, check=False)
+    return proc, (out.read_text() if out.exists() else None)
+
+
+@pytest.mark.parametrize("table, address", [(SPARK_A, "192.168.100.10"), (SPARK_B, "192.168.100.11")])
+def test_the_start_script_resolves_the_index_the_module_resolves(tmp_path, run_module, table, address):
+    root = make_port(tmp_path / "sys", table, slots=12)
+    result = run_module(roce_gid, {"hca": HCA, "address": address, "sysfs_root": root})
+    proc, written = _run_script(tmp_path, result["start_env_script"])
+    assert proc.returncode == 0, proc.stderr
+    assert written == "NCCL_IB_GID_INDEX=%d\n" % result["gid_index"]
+
+
+def test_the_start_script_follows_the_address_when_the_table_changes(tmp_path, run_module):
+    # The address moves from index 5 to index 10 (after a reboot, say): the
+    # script, written once, finds 10 at the next start; numeric order, not
+    # the shell's (10 sorts before 5 as text, and 3/5 are v1 there).
+    root = make_port(tmp_path / "sys", SPARK_B, slots=12)
+    script = run_module(roce_gid, {"hca": HCA, "address": "192.168.100.11", "sysfs_root": root})["start_env_script"]
+    moved = dict(SPARK_B)
+    moved[4] = moved[5] = ("0000:0000:0000:0000:0000:0000:0000:0000", None)
+    moved[10] = (mapped("192.168.100.11"), "RoCE v2")
+    moved[11] = (mapped("192.168.100.11"), "RoCE v2")
+    moved[9] = (mapped("192.168.100.11"), "IB/RoCE v1")
+    make_port(tmp_path / "sys", moved, slots=12)
+    proc, written = _run_script(tmp_path, script)
+    assert proc.returncode == 0 and written == "NCCL_IB_GID_INDEX=10\n"
+    assert roce.find_gid(roce.scan_gids(root, HCA, 1), "192.168.100.11")["index"] == 10
+
+
+def test_the_start_script_fails_saying_what_it_wanted_when_no_gid_maps_the_address(tmp_path, run_module):
+    root = make_port(tmp_path / "sys", SPARK_A)
+    script = run_module(roce_gid, {"hca": HCA, "address": "192.168.100.10", "sysfs_root": root})["start_env_script"]
+    make_port(tmp_path / "sys", {0: SPARK_A[0], 1: SPARK_A[1]})
+    proc, written = _run_script(tmp_path, script)
+    assert proc.returncode == 1 and written is None
+    assert "no RoCE v2 GID on rocep1s0f1 port 1 maps 192.168.100.10" in proc.stderr
+    assert mapped("192.168.100.10") in proc.stderr
+
+
+def test_gid_sysfs_form_is_the_kernels():
+    assert roce.gid_sysfs_form("192.168.100.1") == mapped("192.168.100.1")

@@ -94,3 +94,20 @@ def test_module_builds_each_kind(run_module):
                                         "address": "http://h:8000", "served_model_name": "laguna-s-2.1",
                                         "models": MODELS})
     assert result["report"]["ok"] and result["report"]["url"] == "http://h:8000"
+
+
+def test_units_gone_after_a_node_restart_say_so_and_how_to_bring_them_back():
+    nodes = [{"host": "h", "unit": "laguna-ray-head", "state": "inactive", "result": "success", "linger": "yes",
+              "loaded": False},
+             {"host": "w", "unit": "laguna-ray-worker", "state": "inactive", "result": "success", "linger": "yes",
+              "loaded": False}]
+    report = sr.ray_cluster(nodes, {"reachable": False}, 2, 2, "10.0.0.1:6379")
+    gone = [p for p in report["problems"] if "gone (not loaded)" in p]
+    assert len(gone) == 1 and "laguna-ray-head on h, laguna-ray-worker on w" in gone[0]
+    assert "--tags ray_cluster,vllm_serve" in gone[0] and "laguna_persistent_units: true" in gone[0]
+    assert not any("journalctl" in p for p in report["problems"])
+    persistent = sr.ray_cluster(nodes, {}, 2, 2, "10.0.0.1:6379", persistent=True)
+    assert any("no unit file is loaded" in p for p in persistent["problems"])
+    served = sr.vllm_serve("laguna-vllm", "inactive", "http://h:8000", "m", unit_loaded=False, host="h")
+    assert "laguna-vllm on h: gone (not loaded)" in served["problems"][0]
+    assert "--tags ray_cluster,vllm_serve" in served["problems"][0]

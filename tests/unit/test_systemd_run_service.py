@@ -1,4 +1,8 @@
+import json
 import os
+import subprocess
+
+import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
 from ansible_collections.laguna.spark.plugins.modules import systemd_run_service
@@ -94,3 +98,183 @@ def test_check_mode_without_a_user_manager_predicts_a_start(systemd, run_module,
     assert result["changed"] and result["action"] == "started"
     assert "no user manager" in str(result.get("warnings"))
     assert run_module(systemd_run_service, ARGS).failed
+
+
+# --- persistent units ---------------------------------------------------------
+
+def _persistent(tmp_path, monkeypatch, **extra):
+    units = tmp_path / "units"
+    monkeypatch.setenv("FAKE_SYSTEMD_UNIT_DIR", str(units))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return dict(ARGS, persistent=True, unit_dir=str(units), runtime_dir=str(tmp_path / "run"), **extra)
+
+
+def test_a_persistent_unit_is_written_enabled_and_started(systemd, run_module, tmp_path, monkeypatch):
+    args = _persistent(tmp_path, monkeypatch, after=["laguna-ray-head.service"])
+    result = run_module(systemd_run_service, args)
+    assert result["changed"] and result["action"] == "started" and result["persistent"]
+    text = (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    assert "Restart=on-failure" in text and "WantedBy=default.target" in text
+    assert "After=laguna-ray-head.service" in text and "MemorySwapMax=0" in text
+    assert 'Environment="NCCL_IB_GID_INDEX=3"' in text
+    assert "[cfg %s]" % result["fingerprint"] in text
+    calls = [c[2:] for c in systemd.calls("systemctl")]
+    assert ["daemon-reload"] in calls and ["enable", "laguna-ray-head.service"] in calls
+    assert ["start", "laguna-ray-head.service"] in calls and systemd.calls("systemd-run") == []
+    unit = systemd.read()["units"]["laguna-ray-head.service"]
+    assert unit["UnitFileState"] == "enabled" and unit["ActiveState"] == "active"
+
+
+def test_a_persistent_unit_with_the_same_settings_is_left_alone(systemd, run_module, tmp_path, monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, args)
+    calls = len(systemd.read()["calls"])
+    again = run_module(systemd_run_service, args)
+    assert not again["changed"] and again["action"] == "none" and again["persistent"]
+    assert [c[2] for c in systemd.read()["calls"][calls:]] == ["show"]
+
+
+def test_a_changed_persistent_unit_is_rewritten_and_restarted_with_a_diff(systemd, run_module, tmp_path, monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, args)
+    changed = dict(args, properties=dict(args["properties"], MemoryMax="98G"))
+    preview = run_module(systemd_run_service, changed, check_mode=True, diff=True)
+    assert preview["changed"] and preview["action"] == "restarted"
+    assert "MemoryMax=110G" in preview["diff"]["before"] and "MemoryMax=98G" in preview["diff"]["after"]
+    assert "MemoryMax=110G" in (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    result = run_module(systemd_run_service, changed)
+    assert result["action"] == "restarted"
+    assert "MemoryMax=98G" in (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    assert ["restart", "laguna-ray-head.service"] in [c[2:] for c in systemd.calls("systemctl")]
+
+
+def test_switching_between_transient_and_persistent_stops_the_old_unit(systemd, run_module, tmp_path, monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, dict(args, persistent=False))
+    assert systemd.read()["units"]["laguna-ray-head.service"].get("FragmentPath") is None
+    result = run_module(systemd_run_service, args)
+    assert result["action"] == "restarted" and result["persistent"]
+    calls = [c[2:] for c in systemd.calls("systemctl")]
+    assert calls.index(["stop", "laguna-ray-head.service"]) < calls.index(["daemon-reload"])
+    back = run_module(systemd_run_service, dict(args, persistent=False))
+    assert back["action"] == "restarted" and not back["persistent"]
+    assert not (tmp_path / "units" / "laguna-ray-head.service").exists()
+    assert ["disable", "laguna-ray-head.service"] in [c[2:] for c in systemd.calls("systemctl")]
+    assert len(systemd.calls("systemd-run")) == 2
+
+
+def test_a_start_env_script_is_written_and_run_before_each_start(systemd, run_module, tmp_path, monkeypatch):
+    script = "#!/bin/sh\necho NCCL_IB_GID_INDEX=5 > \"$1\"\n"
+    args = _persistent(tmp_path, monkeypatch, start_env_script=script)
+    run_module(systemd_run_service, args)
+    written = tmp_path / ".config" / "laguna-spark" / "laguna-ray-head.start-env"
+    assert written.read_text() == script and os.access(str(written), os.X_OK)
+    text = (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    env_file = str(tmp_path / "run" / "laguna-spark" / "laguna-ray-head.env")
+    assert "ExecStartPre=%s %s" % (written, env_file) in text
+    assert "EnvironmentFile=-%s" % env_file in text
+    transient = run_module(systemd_run_service, dict(args, persistent=False))
+    assert transient["action"] == "restarted" and not written.exists()
+
+
+def test_stopping_a_persistent_unit_keeps_it_enabled_and_teardown_removes_it(systemd, run_module, tmp_path,
+                                                                             monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, args)
+    stop = {k: args[k] for k in ("name", "unit_dir", "runtime_dir")}
+    paused = run_module(systemd_run_service, dict(stop, state="stopped", persistent=True))
+    assert paused["action"] == "stopped" and (tmp_path / "units" / "laguna-ray-head.service").exists()
+    removed = run_module(systemd_run_service, dict(stop, state="stopped"))
+    assert removed["changed"] and not (tmp_path / "units" / "laguna-ray-head.service").exists()
+    assert not run_module(systemd_run_service, dict(stop, state="stopped"))["changed"]
+
+
+def test_bounds_are_checked(systemd, run_module, tmp_path, monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    assert "restart_sec must be between 1 and 3600" in run_module(systemd_run_service, dict(args, restart_sec=0))["msg"]
+
+
+def _systemd_words(line):
+    """Split an ExecStart= value as systemd does (systemd.service "Command
+    lines": whitespace-separated words, double-quoted words with C escapes,
+    %% and $$ for a literal % and $)."""
+    words, i = [], 0
+    line = line.replace("%%", "\0pct").replace("$$", "\0dollar")
+    while i < len(line):
+        if line[i] == " ":
+            i += 1
+            continue
+        if line[i] == '"':
+            i, word = i + 1, ""
+            while line[i] != '"':
+                if line[i] == "\\":
+                    i += 1
+                word += line[i]
+                i += 1
+            i += 1
+            assert i == len(line) or line[i] == " ", "a closing quote must be followed by whitespace"
+        else:
+            end = line.find(" ", i)
+            end = len(line) if end < 0 else end
+            word, i = line[i:end], end
+            assert "%" not in word and "$" not in word.replace("\0dollar", ""), word
+        words.append(word.replace("\0pct", "%").replace("\0dollar", "$"))
+    return words
+
+
+def test_a_unit_files_command_line_reads_back_as_the_argv():
+    argv = ["/home/spark/venvs/vllm-025/bin/vllm", "serve", "/home/spark/models/hf/Laguna-S-2.1-FP8",
+            "--speculative-config", '{"method":"dflash","model":"/m/x","num_speculative_tokens":6}',
+            "a b", "100%", "$HOME", "back\\slash", 'it\'s', ";", ""]
+    text = sr.unit_file("d", argv, {"A": "1 2", "B": 'say "hi" 50%'}, {"MemoryMax": "98G"})
+    line = next(l for l in text.splitlines() if l.startswith("ExecStart="))
+    assert _systemd_words(line[len("ExecStart="):]) == argv
+    envs = [l[len("Environment="):] for l in text.splitlines() if l.startswith("Environment=")]
+    assert [_systemd_words(e)[0] for e in envs] == ["A=1 2", 'B=say "hi" 50%']
+    with pytest.raises(ValueError):
+        sr.unit_file("d", ["a\nb"])
+
+
+def test_arguments_and_environment_reach_systemd_run_unexpanded(systemd, run_module):
+    args = dict(ARGS, command=["/venv/bin/ray", "start", "~/x", "$HOME"], environment={"DOLLAR": "$HOME"})
+    run_module(systemd_run_service, args)
+    argv = systemd.calls("systemd-run")[0]
+    assert "--setenv=DOLLAR=$HOME" in argv and argv[-2:] == ["~/x", "$HOME"]
+
+
+def test_a_resolved_value_stays_out_of_the_file_and_a_stale_one_restarts_the_unit(systemd, run_module, tmp_path,
+                                                                                   monkeypatch):
+    script = "#!/bin/sh\necho NCCL_IB_GID_INDEX=5 > \"$1\"\n"
+    args = _persistent(tmp_path, monkeypatch, start_env_script=script, start_env_keys=["NCCL_IB_GID_INDEX"],
+                       environment={"NCCL_IB_GID_INDEX": "5", "VLLM_HOST_IP": "192.168.100.10"})
+    first = run_module(systemd_run_service, args)
+    text = (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    assert "NCCL_IB_GID_INDEX" not in text and "VLLM_HOST_IP=192.168.100.10" in text
+    # The unit's main process, as the start script left it: index 5.
+    proc = subprocess.Popen(["sleep", "60"], env=dict(os.environ, NCCL_IB_GID_INDEX="5"))
+    try:
+        state = systemd.read()
+        state["units"]["laguna-ray-head.service"]["MainPID"] = str(proc.pid)
+        with open(os.environ["FAKE_SYSTEMD_STATE"], "w") as handle:
+            json.dump(state, handle)
+        same = run_module(systemd_run_service, args)
+        assert not same["changed"] and same["start_env_drift"] == {}
+        # After a reboot the script resolved 7, and so does the play: the file is the same, nothing restarts.
+        moved = dict(args, environment=dict(args["environment"], NCCL_IB_GID_INDEX="7"))
+        proc.kill()
+        proc.wait()
+        proc = subprocess.Popen(["sleep", "60"], env=dict(os.environ, NCCL_IB_GID_INDEX="7"))
+        state = systemd.read()
+        state["units"]["laguna-ray-head.service"]["MainPID"] = str(proc.pid)
+        with open(os.environ["FAKE_SYSTEMD_STATE"], "w") as handle:
+            json.dump(state, handle)
+        after_reboot = run_module(systemd_run_service, moved)
+        assert not after_reboot["changed"] and after_reboot["fingerprint"] == first["fingerprint"]
+        # The index moved while it ran (the process still has 7, the node now 3): restarted.
+        stale = run_module(systemd_run_service, dict(args, environment=dict(args["environment"],
+                                                                            NCCL_IB_GID_INDEX="3")))
+        assert stale["changed"] and stale["action"] == "restarted"
+        assert stale["start_env_drift"] == {"NCCL_IB_GID_INDEX": {"have": "7", "want": "3"}}
+    finally:
+        proc.kill()
+        proc.wait()

@@ -214,6 +214,89 @@ def test_a_smaller_deployment_than_the_running_one_is_refused():
     assert vllm_pid() == before
 
 
+GIDS = "/opt/laguna-standin/sys/class/infiniband/rocep1s0f1/ports/1"
+
+
+def move_gid(host, address_hex, new):
+    """Move the RoCE v2 GID of the address (its last two groups, e.g.
+    0a59:4d0c) to slot ``new``, as after an address change or a reboot."""
+    gids = podman(host, "bash", "-c", "grep -l ffff:%s %s/gids/*" % (address_hex, GIDS)).split()
+    mapped = podman(host, "cat", gids[0])
+    podman(host, "bash", "-c",
+           "for g in %s; do echo 0000:0000:0000:0000:0000:0000:0000:0000 > $g; done; "
+           "echo %s > %s/gids/%s; echo 'RoCE v2' > %s/gid_attrs/types/%s; echo enp1s0f1np1 > %s/gid_attrs/ndevs/%s"
+           % (" ".join(gids), mapped, GIDS, new, GIDS, new, GIDS, new))
+
+
+def restart_nodes():
+    """Restart both node containers (a power cut) and wait for their systemd."""
+    subprocess.run(["podman", "restart", "--time", "10", HEAD, WORKER], check=True, capture_output=True, timeout=240)
+    for _attempt in range(90):
+        states = [podman(h, "systemctl", "is-system-running", check=False) for h in (HEAD, WORKER)]
+        if all(state in ("running", "degraded") for state in states):
+            return
+        time.sleep(2)
+    raise AssertionError("the nodes did not boot: %s" % states)
+
+
+def test_verify_names_each_setting_of_a_running_unit_that_the_inventory_does_not_want():
+    rc, _changed, out, _seconds = play("--tags", "vllm_serve", "-e", "vllm_serve_max_num_seqs=1",
+                                       "-e", "vllm_serve_memory_max=11G")
+    assert rc == 0 and healthy(), out[-3000:]
+    rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
+    assert rc != 0
+    assert ('laguna-vllm.service on laguna-head: command argument argv[17] is "1", the inventory wants "2": '
+            'rerun --tags vllm_serve.') in out, out[-3000:]
+    assert 'property MemoryMax is "11811160064" (11G), the inventory wants "12G"' in out
+    rc, _changed, out, _seconds = play("--tags", "vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+    rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
+    assert rc == 0, out[-3000:]
+
+
+def test_after_a_node_restart_verify_says_the_transient_services_are_gone_and_how_to_bring_them_back():
+    restart_nodes()
+    rc, _changed, out, seconds = play(playbook="laguna.spark.verify")
+    assert rc != 0 and seconds < 300
+    assert "laguna-ray-head on laguna-head, laguna-ray-worker on laguna-worker: gone (not loaded)" in out, out[-3000:]
+    assert "Bring them back with `ansible-playbook site.yml --tags ray_cluster,vllm_serve`" in out
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+
+
+def test_persistent_units_come_back_by_themselves_after_a_node_restart_resolving_the_gid_index_anew():
+    persistent = ("-e", '{"laguna_persistent_units": true}')
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *persistent)
+    assert rc == 0 and healthy(), out[-3000:]
+    for host, name in ((HEAD, "laguna-ray-head"), (WORKER, "laguna-ray-worker"), (HEAD, "laguna-vllm")):
+        props = unit(host, name, "UnitFileState", "FragmentPath")
+        assert props == {"UnitFileState": "enabled",
+                         "FragmentPath": "/home/spark/.config/systemd/user/%s.service" % name}, props
+    # The reboot renumbers the worker's GID table: its address moves to slot 6.
+    move_gid(WORKER, "0a59:4d0c", 6)
+    restart_nodes()
+    for _attempt in range(90):
+        try:
+            if healthy():
+                break
+        except AssertionError:
+            pass
+        time.sleep(2)
+    else:
+        raise AssertionError("vLLM did not come back within 180 s of the restart")
+    assert podman(WORKER, "cat", "/run/user/%d/laguna-spark/laguna-ray-worker.env" % UID) == "NCCL_IB_GID_INDEX=6"
+    raylet = unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
+    assert "NCCL_IB_GID_INDEX=6" in podman(WORKER, "cat", "/proc/%s/environ" % raylet).split("\0")
+    rc, _changed, out, _seconds = play(*persistent, playbook="laguna.spark.verify")
+    assert rc == 0, out[-3000:]
+    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *persistent)
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+    # Back to the recipe's transient units for what follows: the unit files go.
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+    assert podman(HEAD, "ls", "/home/spark/.config/systemd/user", user=USER) == ""
+
+
 def test_a_full_rerun_changes_nothing_and_no_model_byte_was_lost(digests_before):
     # Timed against a bare gather-facts + ping play in the same run
     # (scripts/noop_ratio.py); the ratio is printed and recorded, not bounded:

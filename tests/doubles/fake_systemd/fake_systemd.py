@@ -6,7 +6,10 @@ each program on PATH that run it with FAKE_SYSTEMD_PROG set to that name.
 State lives in the JSON file $FAKE_SYSTEMD_STATE: unit -> properties. A command
 whose program is `false` "dies" at once (ActiveState=failed). Every call is
 appended to state["calls"]. $FAKE_SYSTEMD_NO_MANAGER makes systemctl fail as it
-does when the user has no manager. The molecule scenario uses the real systemd.
+does when the user has no manager. Unit files: `daemon-reload` loads every
+*.service in $FAKE_SYSTEMD_UNIT_DIR (Description, FragmentPath; ExecStart kept
+raw), `enable`/`disable` set UnitFileState, `start`/`restart` start them. The
+molecule scenario uses the real systemd.
 """
 import json
 import os
@@ -24,6 +27,24 @@ def show(units, unit, args):
     return "\n".join("%s=%s" % (k, v) for k, v in props.items() if not wanted or k in wanted)
 
 
+def reload_units(units):
+    directory = os.environ.get("FAKE_SYSTEMD_UNIT_DIR", "")
+    files = sorted(f for f in os.listdir(directory) if f.endswith(".service")) if os.path.isdir(directory) else []
+    for unit, props in list(units.items()):
+        if props.get("FragmentPath") and unit not in files:
+            if props["ActiveState"] == "active":
+                props.update(LoadState="not-found", FragmentPath="", UnitFileState="")
+            else:
+                del units[unit]
+    for name in files:
+        path = os.path.join(directory, name)
+        with open(path) as handle:
+            lines = dict(line.split("=", 1) for line in handle.read().splitlines() if "=" in line)
+        props = units.setdefault(name, dict(NOT_FOUND, UnitFileState="disabled"))
+        props.update(LoadState="loaded", FragmentPath=path, Description=lines.get("Description", name).replace("%%", "%"),
+                     ExecStart=lines.get("ExecStart", ""), Command=lines.get("ExecStart", "").split()[:1])
+
+
 def main(state):
     prog, args = os.environ.get("FAKE_SYSTEMD_PROG") or os.path.basename(sys.argv[0]), sys.argv[1:]
     state["calls"].append([prog] + args)
@@ -35,7 +56,14 @@ def main(state):
         args = [a for a in args if a != "--user"]
         verb = args[0]
         unit = next((a for a in args[1:] if not a.startswith("-")), "")
-        if verb == "show":
+        if verb == "daemon-reload":
+            reload_units(units)
+        elif verb in ("enable", "disable"):
+            if unit not in units or not units[unit].get("FragmentPath"):
+                print("Failed to %s unit: Unit file %s does not exist." % (verb, unit), file=sys.stderr)
+                return 1
+            units[unit]["UnitFileState"] = "enabled" if verb == "enable" else "disabled"
+        elif verb == "show":
             print(show(units, unit, args))
         elif verb == "stop":
             if unit in units:
@@ -50,7 +78,10 @@ def main(state):
                                MainPID="0" if dead else str(4000 + len(state["calls"])))
         elif verb == "reset-failed":
             if unit in units and units[unit]["ActiveState"] in ("inactive", "failed"):
-                del units[unit]
+                if units[unit].get("FragmentPath"):
+                    units[unit].update(ActiveState="inactive", SubState="dead", Result="success")
+                else:
+                    del units[unit]
         elif verb == "status":
             print("%s - fake status" % unit)
     elif prog == "systemd-run":
