@@ -250,7 +250,7 @@ class Service(object):
         self.params = params = module.params
         self.unit = params["name"] if params["name"].endswith(".service") else params["name"] + ".service"
         self.units = su.UserUnits(module, params["runtime_dir"])
-        home = os.path.expanduser("~") if os.environ.get("HOME") else pwd.getpwuid(os.getuid()).pw_dir
+        home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
         self.unit_path = os.path.join(params["unit_dir"] or os.path.join(home, ".config", "systemd", "user"),
                                       self.unit)
         self.script_path = os.path.join(home, ".config", "laguna-spark", self.unit[:-len(".service")] + ".start-env")

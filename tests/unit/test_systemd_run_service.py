@@ -242,8 +242,8 @@ def test_arguments_and_environment_reach_systemd_run_unexpanded(systemd, run_mod
     assert "--setenv=DOLLAR=$HOME" in argv and argv[-2:] == ["~/x", "$HOME"]
 
 
-def test_a_resolved_value_stays_out_of_the_file_and_a_stale_one_restarts_the_unit(systemd, run_module, tmp_path,
-                                                                                   monkeypatch):
+def test_a_resolved_value_stays_out_of_the_file_and_a_stale_one_restarts(systemd, run_module, tmp_path,
+                                                                         monkeypatch):
     script = "#!/bin/sh\necho NCCL_IB_GID_INDEX=5 > \"$1\"\n"
     args = _persistent(tmp_path, monkeypatch, start_env_script=script, start_env_keys=["NCCL_IB_GID_INDEX"],
                        environment={"NCCL_IB_GID_INDEX": "5", "VLLM_HOST_IP": "192.168.100.10"})

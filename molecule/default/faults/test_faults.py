@@ -286,7 +286,7 @@ def test_persistent_units_come_back_by_themselves_after_a_node_restart_resolving
         raise AssertionError("vLLM did not come back within 180 s of the restart")
     assert podman(WORKER, "cat", "/run/user/%d/laguna-spark/laguna-ray-worker.env" % UID) == "NCCL_IB_GID_INDEX=6"
     raylet = unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
-    assert "NCCL_IB_GID_INDEX=6" in podman(WORKER, "cat", "/proc/%s/environ" % raylet).split("\0")
+    assert "NCCL_IB_GID_INDEX=6" in podman(WORKER, "cat", "/proc/%s/environ" % raylet, user=USER).split("\0")
     rc, _changed, out, _seconds = play(*persistent, playbook="laguna.spark.verify")
     assert rc == 0, out[-3000:]
     rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *persistent)
