@@ -218,6 +218,7 @@ BOUNDS = {
     "venv_extra_index_urls": Bound(elements="url"),
     "venv_index_url": Bound(fmt="url"),
     "venv_install_timeout": SECONDS,
+    "venv_stale_install_timeout": Bound(min=1, max=600),
     "venv_path": Bound(fmt="abspath"),
     "venv_path_base": Bound(fmt="text"),
     "venv_pins": Bound(elements="word"),

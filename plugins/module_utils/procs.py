@@ -74,7 +74,10 @@ def matching(pattern, proc="/proc", exclude=()):
 
 
 def strays(found, unit):
-    """Processes not run by ``unit`` (a name with or without .service)."""
+    """Processes not run by ``unit`` (a name with or without .service); with
+    no unit, every process found."""
+    if not unit:
+        return list(found)
     name = unit if "." in unit else unit + ".service"
     return [p for p in found if p["unit"] != name]
 

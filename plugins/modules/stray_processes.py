@@ -36,9 +36,11 @@ options:
     type: str
     required: true
   unit:
-    description: The unit whose processes are not strays (for example C(laguna-vllm.service)).
+    description:
+      - The unit whose processes are not strays (for example C(laguna-vllm.service)).
+      - Omitted, every matching process is a stray (for example a C(pip install)
+        that an interrupted run left behind).
     type: str
-    required: true
   state:
     description: C(absent) stops the strays; C(present) reports them and fails if there are any.
     type: str
@@ -57,6 +59,12 @@ author:
 """
 
 EXAMPLES = r"""
+- name: Stop a pip install that an interrupted run left behind
+  laguna.spark.stray_processes:
+    pattern: "^/home/spark/venvs/vllm-025/bin/python -m pip install"
+    timeout: 10
+  become: true
+
 - name: Stop vllm serve processes the managed unit does not own
   laguna.spark.stray_processes:
     pattern: "[v]llm serve"
@@ -93,7 +101,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             pattern=dict(type="str", required=True),
-            unit=dict(type="str", required=True),
+            unit=dict(type="str"),
             state=dict(type="str", choices=["absent", "present"], default="absent"),
             timeout=dict(type="int", default=30),
             fail_msg=dict(type="str", default="processes outside the managed unit"),

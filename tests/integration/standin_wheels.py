@@ -8,6 +8,7 @@ import hashlib
 import http.server
 import os
 import threading
+import time
 import zipfile
 
 STANDINS = [
@@ -80,6 +81,7 @@ class Index:
 
     def __init__(self, root):
         self.requests = []
+        self.delay = 0  # seconds before each answer: a slow index keeps pip running
         index = self
 
         class Handler(http.server.SimpleHTTPRequestHandler):
@@ -88,6 +90,8 @@ class Index:
 
             def do_GET(self):
                 index.requests.append(self.path)
+                if index.delay:
+                    time.sleep(index.delay)
                 return super().do_GET()
 
             def log_message(self, *args):
