@@ -87,7 +87,7 @@ def ray_cluster(nodes, status, expected_nodes, expected_gpus, address, gid_index
                 "\"Waiting for creating a placement group\". Run --tags linger." % ", ".join(no_linger))
         missing = ["%s on %s" % (n.get("unit"), n.get("host")) for n in bad if n.get("loaded") is False]
         problems.extend(gone(missing, persistent))
-        if bad and len(missing) < len(bad):
+        if bad:
             problems.append(
                 "Inactive raylet service on %s: see `journalctl --user -u <unit>` there; check "
                 "VLLM_HOST_IP/laguna_roce_ip, NCCL/GLOO_SOCKET_IFNAME and that %s is reachable from it. "

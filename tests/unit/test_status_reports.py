@@ -105,7 +105,7 @@ def test_units_gone_after_a_node_restart_say_so_and_how_to_bring_them_back():
     gone = [p for p in report["problems"] if "gone (not loaded)" in p]
     assert len(gone) == 1 and "laguna-ray-head on h, laguna-ray-worker on w" in gone[0]
     assert "--tags ray_cluster,vllm_serve" in gone[0] and "laguna_persistent_units: true" in gone[0]
-    assert not any("journalctl" in p for p in report["problems"])
+    assert any(p.startswith("Inactive raylet service on h, w") for p in report["problems"])
     persistent = sr.ray_cluster(nodes, {}, 2, 2, "10.0.0.1:6379", persistent=True)
     assert any("no unit file is loaded" in p for p in persistent["problems"])
     served = sr.vllm_serve("laguna-vllm", "inactive", "http://h:8000", "m", unit_loaded=False, host="h")

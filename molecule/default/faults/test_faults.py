@@ -239,6 +239,27 @@ def restart_nodes():
     raise AssertionError("the nodes did not boot: %s" % states)
 
 
+def test_a_changed_head_gid_index_restarts_every_service_that_captured_it():
+    # By default the head leaves the index to NCCL's own per-device choice
+    # (nothing captures it); pinned, the head raylet and vLLM carry it.
+    pinned = ("-e", "fabric_gid_policy=pinned")
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *pinned)
+    assert rc == 0 and healthy(), out[-3000:]
+    assert "NCCL_IB_GID_INDEX=3" in unit(HEAD, "laguna-ray-head", "Environment")["Environment"].split()
+    before = {name: unit(HEAD, name, "MainPID")["MainPID"] for name in ("laguna-ray-head", "laguna-vllm")}
+    move_gid(HEAD, "0a59:4d0b", 7)
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *pinned)
+    assert rc == 0, out[-3000:]
+    for name, pid in before.items():
+        assert "NCCL_IB_GID_INDEX=7" in unit(HEAD, name, "Environment")["Environment"].split(), name
+        assert unit(HEAD, name, "MainPID")["MainPID"] != pid, name
+    assert healthy()
+    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *pinned)
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+
+
 def test_verify_names_each_setting_of_a_running_unit_that_the_inventory_does_not_want():
     rc, _changed, out, _seconds = play("--tags", "vllm_serve", "-e", "vllm_serve_max_num_seqs=1",
                                        "-e", "vllm_serve_memory_max=11G")
