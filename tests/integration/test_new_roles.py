@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from conftest import COLLECTIONS
 from standin_wheels import Index, build_index
 
+from helpers.collection import collections_path
 from helpers.sysfs import make_port, mapped, spark
 
 pytestmark = pytest.mark.integration
@@ -155,7 +155,7 @@ def test_ctrl_c_during_the_pip_install_leaves_no_second_install(runner, tmp_path
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "hosts"),
             str(tmp_path / "play.yml"), "-e", "@%s" % (tmp_path / "vars.json")]
     play = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1"))
+                            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1"))
     venv = extra["laguna_venv"]
     try:
         deadline = time.time() + 240
