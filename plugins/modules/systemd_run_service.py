@@ -282,7 +282,9 @@ class Service(object):
         self.ctl("daemon-reload")
 
     def stop(self):
-        stop = self.running or self.current.get("ActiveState") == "failed"
+        # Anything but inactive: running, failed, or crashed and waiting for
+        # its Restart= (activating/auto-restart), which is not "running".
+        stop = self.current.get("ActiveState", "inactive") not in ("inactive", "")
         remove = self.has_file and not self.params["persistent"]
         if stop:
             self.result.update(changed=True, action="stopped", active_state="inactive", main_pid=0)

@@ -278,3 +278,18 @@ def test_a_resolved_value_stays_out_of_the_file_and_a_stale_one_restarts(systemd
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_persistent_unit_waiting_to_be_restarted_is_stopped_and_removed(systemd, run_module, tmp_path,
+                                                                          monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, args)
+    state = systemd.read()
+    state["units"]["laguna-ray-head.service"].update(ActiveState="activating", SubState="auto-restart", MainPID="0")
+    with open(os.environ["FAKE_SYSTEMD_STATE"], "w") as handle:
+        json.dump(state, handle)
+    stop = {k: args[k] for k in ("name", "unit_dir", "runtime_dir")}
+    result = run_module(systemd_run_service, dict(stop, state="stopped"))
+    assert result["changed"] and result["action"] == "stopped"
+    assert ["stop", "laguna-ray-head.service"] in [c[2:] for c in systemd.calls("systemctl")]
+    assert not (tmp_path / "units" / "laguna-ray-head.service").exists()
