@@ -45,6 +45,16 @@ def owner_uid(pid, proc="/proc"):
         return None
 
 
+def environment(pid, proc="/proc"):
+    """The environment of process ``pid`` ({} when it cannot be read)."""
+    try:
+        raw = _read(os.path.join(proc, str(int(pid)), "environ"), binary=True)
+    except (TypeError, ValueError):
+        return {}
+    pairs = (item.decode("utf-8", "replace").partition("=") for item in (raw or b"").split(b"\0") if item)
+    return {key: value for key, sep, value in pairs if sep}
+
+
 def pids(proc="/proc"):
     return sorted(int(name) for name in os.listdir(proc) if name.isdigit())
 

@@ -512,14 +512,3 @@ class UserUnits(object):
             rc, out, dummy = self.ctl("status", "--no-pager", "-n", str(lines), unit)
             text = (out or "").strip().splitlines()
         return text
-
-
-def process_environment(pid, proc="/proc"):
-    """The environment of process ``pid`` ({} when it cannot be read)."""
-    try:
-        with open(os.path.join(proc, str(int(pid)), "environ"), "rb") as handle:
-            raw = handle.read()
-    except (IOError, OSError, ValueError, TypeError):
-        return {}
-    pairs = (item.decode("utf-8", "replace").partition("=") for item in raw.split(b"\0") if item)
-    return {key: value for key, sep, value in pairs if sep}

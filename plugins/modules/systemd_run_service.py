@@ -217,6 +217,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
+from ansible_collections.laguna.spark.plugins.module_utils import procs
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
 
 BOUNDS = {"settle": (0, 600), "restart_sec": (1, 3600), "start_limit_burst": (1, 1000)}
@@ -347,7 +348,7 @@ class Service(object):
         resolved = {}
         if script:
             resolved = {key: environment.pop(key) for key in params["start_env_keys"] if key in environment}
-        running_env = su.process_environment(self.current.get("MainPID")) if resolved and self.running else {}
+        running_env = procs.environment(self.current.get("MainPID")) if resolved and self.running else {}
         drift = {key: {"have": running_env.get(key), "want": value} for key, value in resolved.items()
                  if running_env and running_env.get(key) != value}
         self.result["start_env_drift"] = drift

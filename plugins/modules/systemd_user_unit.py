@@ -263,6 +263,7 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.laguna.spark.plugins.module_utils import procs
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
 
 
@@ -270,7 +271,7 @@ def compare(unit, props, params):
     """The expectation results: command, differences, matches, problems."""
     like = params["expect_command"]
     have = su.parse_environment(props.get("Environment"))
-    running = su.process_environment(props.get("MainPID")) if params["process_environment_keys"] else {}
+    running = procs.environment(props.get("MainPID")) if params["process_environment_keys"] else {}
     have.update((key, running[key]) for key in params["process_environment_keys"] if key in running)
     differences = su.drift(props, command=like, environment=params["expect_environment"],
                            properties=params["expect_properties"], have_environment=have)
