@@ -1,14 +1,17 @@
 """Time a no-op rerun of the site playbook against a bare gather-facts + ping
 play on the same hosts, in one run, and print the ratio (issue goal: <= 3).
 
-    python3 scripts/noop_ratio.py -i INVENTORY [--pings 3] [--check] [--verify]
+    python3 scripts/noop_ratio.py -i INVENTORY [--pings 3] [--check] [--verify] [--full]
 
 Run it on a converged cluster: the molecule hosts after `molecule converge`
 (INVENTORY defaults to $MOLECULE_EPHEMERAL_DIRECTORY/inventory) or real
 Sparks (-i inventory/sparks). The ping play runs --pings times and its
 median is the baseline, so a slow first connection does not flatter the
-ratio. --check and --verify also time `site --check` and the verify
-playbook against the same baseline. Prints one JSON object; exits 1 when the
+ratio. The site run is a complete one, so it takes the fast no-op path
+(laguna_fast_noop, the laguna role's fast_path.yml) when nothing changed
+since the last complete run. --full also times a no-op with every role's
+checks (-e laguna_fast_noop=false); --check and --verify also time `site
+--check` and the verify playbook against the same baseline. Prints one JSON object; exits 1 when the
 site run fails or changes anything (then it was not a no-op).
 
 The molecule fault suite (molecule/default/faults/test_faults.py) calls
@@ -48,7 +51,7 @@ def play(inventory, playbook, *args, timeout=1800):
     return proc.returncode, changed, out, seconds
 
 
-def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.site", site_args=()):
+def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.site", site_args=(), full=False):
     """Time the baseline and the no-op site run (and optionally --check and
     verify) in this one run; returns a dict with seconds, ratios and the site
     run's rc, changed counts and output tail."""
@@ -69,6 +72,10 @@ def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.si
     result = {"ping_seconds": [round(s, 2) for s in baseline], "baseline_seconds": round(base, 2),
               "site_noop_seconds": round(seconds, 2), "site_noop_ratio": round(seconds / base, 2),
               "site_rc": rc, "site_changed": changed, "site_tail": out[-3000:]}
+    if full:
+        frc, fchanged, fout, fseconds = play(inventory, site, "-e", "laguna_fast_noop=false", *site_args)
+        result.update(full_seconds=round(fseconds, 2), full_ratio=round(fseconds / base, 2), full_rc=frc,
+                      full_changed=fchanged, full_tail=fout[-3000:])
     if check:
         crc, _changed, cout, cseconds = play(inventory, site, "--check", *site_args)
         result.update(check_seconds=round(cseconds, 2), check_ratio=round(cseconds / base, 2), check_rc=crc,
@@ -87,11 +94,15 @@ def main(argv=None):
     parser.add_argument("--pings", type=int, default=3)
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--verify", action="store_true")
+    parser.add_argument("--full", action="store_true", help="also time a no-op with every role's checks")
     args = parser.parse_args(argv)
-    result = measure(args.inventory, args.pings, args.check, args.verify)
+    result = measure(args.inventory, args.pings, args.check, args.verify, full=args.full)
     noop = result["site_rc"] == 0 and not any(result["site_changed"].values())
+    if args.full:
+        noop = noop and result["full_rc"] == 0 and not any(result["full_changed"].values())
     if noop:
         result.pop("site_tail")
+        result.pop("full_tail", None)
     print(json.dumps(result, indent=2, sort_keys=True))
     return 0 if noop else 1
 

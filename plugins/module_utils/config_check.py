@@ -274,6 +274,7 @@ BOUNDS = {
     "laguna_allow_shrink": ANY,
     "laguna_persistent_units": ANY,
     "laguna_restart_sec": Bound(min=1, max=3600),
+    "laguna_fast_url_timeout": Bound(min=1, max=300),
 }
 
 # Spec keys the checker passes on to Ansible's validator for one variable.

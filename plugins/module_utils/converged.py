@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+"""The record a complete, successful site run leaves on each node, and the
+comparison a later run makes with it to skip the roles when nothing they
+would look at has changed (the fast no-op path).
+
+A record holds a fingerprint of the run's inputs (the collection's files and
+every laguna.spark variable), the evidence spec (what to look at) and the
+evidence itself: the boot, the service user, the user units' identities, the
+stat of every file in the given trees (size, mtime, ctime, inode: a write of
+any kind changes ctime), the RoCE GID tables, small sysfs attributes and the
+processes matching a pattern. URLs are not recorded: they must answer now.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import pwd
+
+from ansible_collections.laguna.spark.plugins.module_utils import procs, roce
+
+FORMAT = 1
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "Description")
+
+
+def fingerprint(inputs):
+    """sha256 of the inputs as canonical JSON (key order does not matter)."""
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def stat_of(path):
+    """[size, mtime_ns, ctime_ns, inode, mode] of ``path`` (not followed), or None when it is missing."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
+
+
+def tree(path, limit):
+    """{relative path: stat} of ``path`` and everything under it (symlinks not
+    followed), at most ``limit`` entries; raises ValueError past the limit."""
+    found = {".": stat_of(path)}
+    if found["."] is None or not os.path.isdir(path):
+        return found
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            full = os.path.join(root, name)
+            found[os.path.relpath(full, path)] = stat_of(full)
+            if len(found) > limit:
+                raise ValueError("%s holds more than %d entries" % (path, limit))
+    return found
+
+
+def expand(pattern):
+    """The paths a glob pattern names (sorted), or the pattern itself when nothing matches."""
+    return sorted(glob.glob(pattern)) or [pattern]
+
+
+def gid_table(sysfs_root, hca, port):
+    try:
+        return [[e["index"], e["gid"], e["type"], e["ndev"]] for e in roce.scan_gids(sysfs_root, hca, port)]
+    except (OSError, ValueError):
+        return None
+
+
+def gather(spec, units=None, proc="/proc", exclude=()):
+    """The evidence ``spec`` asks for, as plain JSON data.
+
+    ``units`` is a callable (unit name -> {property: value}) that asks the
+    user manager; ``exclude`` are PIDs to leave out of the process scan (the
+    module itself and its parent).
+    """
+    limit = spec.get("tree_limit", 100000)
+    evidence = {"boot_id": _read(os.path.join(proc, "sys/kernel/random/boot_id"))}
+    try:
+        user = pwd.getpwuid(os.getuid())
+        evidence["user"] = [user.pw_name, user.pw_uid, user.pw_gid, user.pw_dir]
+    except KeyError:
+        evidence["user"] = [None, os.getuid()]
+    if spec.get("units"):
+        evidence["units"] = dict((name, units(name)) for name in spec["units"])
+    for key, recurse in (("trees", True), ("paths", False)):
+        if spec.get(key):
+            evidence[key] = {}
+            for pattern in spec[key]:
+                for path in expand(pattern):
+                    evidence[key][path] = tree(path, limit) if recurse else stat_of(path)
+    if spec.get("reads"):
+        evidence["reads"] = dict((path, _read(path)) for pattern in spec["reads"] for path in expand(pattern))
+    if spec.get("gid_tables"):
+        evidence["gid_tables"] = [gid_table(t["sysfs_root"], t["hca"], t["port"]) for t in spec["gid_tables"]]
+    if spec.get("processes"):
+        evidence["processes"] = dict(
+            (pattern, sorted(p["pid"] for p in procs.matching(pattern, proc=proc, exclude=exclude)))
+            for pattern in spec["processes"])
+    return evidence
+
+
+def _describe(key, name, was, now):
+    if key == "units":
+        changed = sorted(p for p in set(was or {}) | set(now or {}) if (was or {}).get(p) != (now or {}).get(p))
+        return "unit %s changed (%s)" % (name, ", ".join(
+            "%s %s -> %s" % (p, (was or {}).get(p), (now or {}).get(p)) for p in changed if p != "Description")
+            or "its description")
+    if key in ("trees",):
+        if was is None or now is None:
+            return "%s %s" % (name, "appeared" if was is None else "is gone")
+        entries = sorted(p if p != "." else "the directory itself"
+                         for p in set(was) | set(now) if was.get(p) != now.get(p))
+        shown = ", ".join(entries[:3]) + (" and %d more" % (len(entries) - 3) if len(entries) > 3 else "")
+        return "%s changed: %s" % (name, shown)
+    singular = {"paths": "path", "reads": "file", "processes": "processes matching"}.get(key, key)
+    return "%s %s changed" % (singular, name)
+
+
+def compare(recorded, now):
+    """Sentences naming each difference between two evidence dicts (empty: the same)."""
+    reasons = []
+    for key in sorted(set(recorded) | set(now)):
+        was, cur = recorded.get(key), now.get(key)
+        if was == cur:
+            continue
+        if isinstance(was, dict) and isinstance(cur, dict):
+            for name in sorted(set(was) | set(cur)):
+                if was.get(name) != cur.get(name):
+                    reasons.append(_describe(key, name, was.get(name), cur.get(name)))
+        elif key == "boot_id":
+            reasons.append("the node has restarted since the last full run")
+        else:
+            reasons.append("%s changed" % key.replace("_", " "))
+    return reasons
+
+
+def not_running(evidence):
+    """Sentences for each recorded unit that is not active now."""
+    return ["unit %s is %s" % (name, props.get("ActiveState") or "unknown")
+            for name, props in sorted((evidence.get("units") or {}).items()) if props.get("ActiveState") != "active"]
+
+
+def check(record, inputs_fingerprint, now):
+    """(converged, reasons) of a record against this run's fingerprint and the evidence gathered now."""
+    if not record:
+        return False, ["no record of a complete run on this node"]
+    if record.get("format") != FORMAT:
+        return False, ["the record was written by another version of the collection"]
+    if record.get("fingerprint") != inputs_fingerprint:
+        return False, ["the inputs (the collection or a laguna.spark variable) changed since the last full run"]
+    reasons = compare(record.get("evidence") or {}, now) + not_running(now)
+    return not reasons, reasons
+
+
+def make_record(inputs_fingerprint, spec, evidence):
+    return {"format": FORMAT, "fingerprint": inputs_fingerprint, "spec": spec, "evidence": evidence}
+
+
+def load(path):
+    """The record at ``path``, or None when it is missing or unreadable."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,283 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: converged
+short_description: Record what a complete site run left on a node, and tell a later run whether anything changed since
+version_added: "0.3.0"
+description:
+  - The fast no-op path of the site playbook. At the end of a complete,
+    successful run (no C(--tags), no C(--check)), O(state=record) writes a
+    record on each node - a fingerprint of the run's O(inputs) and evidence of
+    what the roles left (the boot, the service user, the user units'
+    identities, the stat of every file under O(trees), RoCE GID tables, sysfs
+    attributes, the processes matching O(processes)).
+  - At the start of the next run, O(state=check) gathers the same evidence
+    again (as the record's spec says), asks each of the record's O(urls) to
+    answer within O(url_timeout) seconds, and returns RV(converged) only when
+    the inputs' fingerprint, every piece of evidence and every URL agree. The
+    playbook skips the roles only when every node of the play says so.
+  - A file's stat includes its ctime, which any write or metadata change
+    moves, so a changed model shard, patched file, key or netplan file is
+    seen without reading it.
+attributes:
+  check_mode:
+    support: full
+    description: O(state=check) only reads; O(state=record) writes nothing in check mode.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  platform:
+    support: full
+    platforms: posix
+    description: Linux (DGX Spark, Ubuntu 24.04).
+options:
+  state:
+    description:
+      - C(check) compares the node with its record; C(record) writes the record.
+    type: str
+    choices: [check, record]
+    default: check
+  path:
+    description:
+      - The record file. Default C(~/.local/state/laguna-spark/converged.json)
+        of the user the module runs as (the service user).
+    type: path
+  inputs:
+    description:
+      - What the run was asked to do (the collection's file list, every
+        laguna.spark variable, the play's hosts); only its sha256 is kept.
+      - With O(state=check) and no O(inputs), the action plugin gathers them on
+        the controller - every variable with a laguna.spark role's prefix
+        (C(laguna_), C(preflight_), C(venv_), C(ssh_mesh_), C(fabric_),
+        C(network_gate_), C(linger_), C(staging_), C(vllm_patch_),
+        C(ray_cluster_), C(vllm_serve_)), the sha256 of the collection's
+        C(FILES.json), the play's hosts, the inventory groups and how this
+        host is reached.
+    type: dict
+  fingerprint:
+    description:
+      - The RV(fingerprint) the check at the start of this run returned.
+      - Required with O(state=record).
+    type: str
+  units:
+    description: User units (of the user the module runs as) whose identity is recorded; each must be active.
+    type: list
+    elements: str
+    default: []
+  trees:
+    description: Paths (globs allowed) whose every file's stat is recorded.
+    type: list
+    elements: str
+    default: []
+  paths:
+    description: Paths (globs allowed) whose own stat is recorded (a directory, not its contents).
+    type: list
+    elements: str
+    default: []
+  reads:
+    description: Small files (globs allowed; sysfs attributes) whose contents are recorded.
+    type: list
+    elements: str
+    default: []
+  hcas:
+    description: RDMA devices whose RoCE GID table (of port O(hca_port)) is recorded whole.
+    type: list
+    elements: str
+    default: []
+  hca_port:
+    description: The port of O(hcas).
+    type: int
+    default: 1
+  sysfs_infiniband:
+    description: The C(/sys/class/infiniband) directory.
+    type: path
+    default: /sys/class/infiniband
+  processes:
+    description: Regular expressions; the PIDs of the processes whose command line matches are recorded.
+    type: list
+    elements: str
+    default: []
+  urls:
+    description: URLs that must answer HTTP 200 within O(url_timeout) seconds at each check.
+    type: list
+    elements: str
+    default: []
+  url_timeout:
+    description: Seconds each URL has to answer.
+    type: int
+    default: 5
+  tree_limit:
+    description: Most entries a tree may hold (a bound on the scan).
+    type: int
+    default: 100000
+notes:
+  - O(units), O(trees), O(paths), O(reads), O(hcas), O(processes) and
+    O(urls) are used with O(state=record); a check reads them from the record.
+  - The record is the collection's memory of its own last verification, not
+    a setting of the node, so writing it does not report a change.
+author:
+  - laguna-spark developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Is the cluster as the last complete run left it?
+  laguna.spark.converged:
+    inputs:
+      variables: "{{ dict(names | zip(query('ansible.builtin.vars', *names))) }}"
+  vars:
+    names: "{{ query('ansible.builtin.varnames', '^laguna_') }}"
+  become: true
+  become_user: spark
+  register: laguna_converged
+
+- name: Record what this run left
+  laguna.spark.converged:
+    state: record
+    fingerprint: "{{ laguna_converged.fingerprint }}"
+    units: [laguna-ray-head, laguna-vllm]
+    trees: [/home/spark/models/hf/Laguna-S-2.1-FP8]
+    urls: [http://127.0.0.1:8000/v1/models]
+  become: true
+  become_user: spark
+"""
+
+RETURN = r"""
+converged:
+  description: True when the inputs, every piece of recorded evidence and every URL agree with the record.
+  returned: always
+  type: bool
+reasons:
+  description: One sentence per difference (empty when converged).
+  returned: always
+  type: list
+  elements: str
+  sample: ["unit laguna-vllm.service changed (ActiveState active -> failed, MainPID 4242 -> 0)"]
+fingerprint:
+  description: sha256 of O(inputs) (with O(state=record), O(fingerprint)).
+  returned: always
+  type: str
+path:
+  description: The record file.
+  returned: always
+  type: str
+recorded:
+  description: Whether O(state=record) wrote the record (false in check mode).
+  returned: always
+  type: bool
+"""
+
+import json
+import os
+import pwd
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.laguna.spark.plugins.module_utils import converged, vllm_health
+from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
+
+SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "urls", "tree_limit")
+
+
+def default_path():
+    return os.path.join(pwd.getpwuid(os.getuid()).pw_dir, ".local", "state", "laguna-spark", "converged.json")
+
+
+def unit_reader(module):
+    users = UserUnits(module)
+
+    def read(name):
+        props, error = users.show(unit_name(name), converged.UNIT_PROPERTIES)
+        return props if error is None else {"error": error}
+
+    return read
+
+
+def probe_urls(urls, timeout):
+    reasons = []
+    for url in urls:
+        state, _status, seconds, detail = vllm_health.probe(url, timeout)
+        if state != vllm_health.HEALTHY:
+            reasons.append("%s did not answer within %d s (%s after %.1f s)" % (url, timeout, detail, seconds))
+    return reasons
+
+
+def write(module, path, record):
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".converged.")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle, sort_keys=True)
+    module.atomic_move(tmp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["check", "record"], default="check"),
+            path=dict(type="path"),
+            inputs=dict(type="dict", required=False),
+            fingerprint=dict(type="str"),
+            units=dict(type="list", elements="str", default=[]),
+            trees=dict(type="list", elements="str", default=[]),
+            paths=dict(type="list", elements="str", default=[]),
+            reads=dict(type="list", elements="str", default=[]),
+            hcas=dict(type="list", elements="str", default=[]),
+            hca_port=dict(type="int", default=1),
+            sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
+            processes=dict(type="list", elements="str", default=[]),
+            urls=dict(type="list", elements="str", default=[]),
+            url_timeout=dict(type="int", default=5),
+            tree_limit=dict(type="int", default=100000),
+        ),
+        required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])],
+        supports_check_mode=True,
+    )
+    p = module.params
+    path = p["path"] or default_path()
+    fingerprint = p["fingerprint"] if p["state"] == "record" else converged.fingerprint(p["inputs"])
+    result = dict(changed=False, converged=False, reasons=[], fingerprint=fingerprint, path=path,
+                  recorded=False)
+    exclude = (os.getpid(), os.getppid())
+    if p["state"] == "record":
+        spec = dict((key, p[key]) for key in SPEC_KEYS)
+        spec["gid_tables"] = [dict(sysfs_root=p["sysfs_infiniband"], hca=hca, port=p["hca_port"]) for hca in p["hcas"]]
+        try:
+            evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude)
+        except ValueError as exc:
+            module.fail_json(msg="Cannot record the converged state: %s" % exc, **result)
+        result["reasons"] = converged.not_running(evidence)
+        if result["reasons"]:
+            # A unit that is not running is not a state worth coming back to.
+            module.exit_json(**result)
+        if not module.check_mode:
+            write(module, path, converged.make_record(fingerprint, spec, evidence))
+            result["recorded"] = True
+        result["converged"] = True
+        module.exit_json(**result)
+    record = converged.load(path)
+    if record and record.get("fingerprint") == fingerprint:
+        spec = record.get("spec") or {}
+        try:
+            now = converged.gather(spec, units=unit_reader(module), exclude=exclude)
+        except ValueError as exc:
+            now = {"error": str(exc)}
+        ok, reasons = converged.check(record, fingerprint, now)
+        if ok:
+            reasons = probe_urls(spec.get("urls") or [], p["url_timeout"])
+            ok = not reasons
+    else:
+        ok, reasons = converged.check(record, fingerprint, {})
+    result.update(converged=ok, reasons=reasons)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""The fast no-op path: laguna.spark.converged (module_utils, module, action plugin)."""
+import http.server
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+from ansible_collections.laguna.spark.plugins.action import converged as action
+from ansible_collections.laguna.spark.plugins.module_utils import converged as cv
+from ansible_collections.laguna.spark.plugins.modules import converged, systemd_run_service
+
+
+def test_the_fingerprint_ignores_key_order_and_sees_every_value():
+    a = cv.fingerprint({"variables": {"x": 1, "y": [1, 2]}, "host": "h"})
+    assert a == cv.fingerprint({"host": "h", "variables": {"y": [1, 2], "x": 1}})
+    assert a != cv.fingerprint({"host": "h", "variables": {"y": [1, 2], "x": 2}})
+
+
+def test_a_tree_sees_a_rewrite_with_the_same_size_and_mtime(tmp_path):
+    shard = tmp_path / "model" / "model-00001.safetensors"
+    shard.parent.mkdir()
+    shard.write_bytes(b"a" * 64)
+    before = cv.tree(str(tmp_path / "model"), 100)
+    stat = os.stat(shard)
+    time.sleep(0.01)
+    shard.write_bytes(b"b" * 64)
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size and mtime: only ctime tells
+    after = cv.tree(str(tmp_path / "model"), 100)
+    assert before["model-00001.safetensors"][:2] == after["model-00001.safetensors"][:2]
+    reasons = cv.compare({"trees": {"m": before}}, {"trees": {"m": after}})
+    assert reasons == ["m changed: model-00001.safetensors"]
+
+
+def test_a_tree_is_bounded(tmp_path):
+    for i in range(5):
+        (tmp_path / str(i)).write_text("x")
+    with pytest.raises(ValueError, match="more than 3 entries"):
+        cv.tree(str(tmp_path), 3)
+
+
+def test_check_names_each_reason():
+    evidence = {"boot_id": "b1", "units": {"laguna-vllm": {"ActiveState": "active", "MainPID": "10"}}}
+    record = cv.make_record("f", {}, evidence)
+    assert cv.check(None, "f", evidence) == (False, ["no record of a complete run on this node"])
+    assert cv.check(record, "g", evidence)[1] == [
+        "the inputs (the collection or a laguna.spark variable) changed since the last full run"]
+    assert cv.check(record, "f", evidence) == (True, [])
+    now = {"boot_id": "b2", "units": {"laguna-vllm": {"ActiveState": "failed", "MainPID": "0"}}}
+    ok, reasons = cv.check(record, "f", now)
+    assert not ok
+    assert reasons == ["the node has restarted since the last full run",
+                       "unit laguna-vllm changed (ActiveState active -> failed, MainPID 10 -> 0)",
+                       "unit laguna-vllm is failed"]
+    assert cv.check(dict(record, format=0), "f", evidence)[1] == [
+        "the record was written by another version of the collection"]
+
+
+def test_gather_reads_gid_tables_processes_and_sysfs_files(tmp_path):
+    gids = tmp_path / "ib" / "mlx" / "ports" / "1"
+    for sub in ("gids", "gid_attrs/types", "gid_attrs/ndevs"):
+        (gids / sub).mkdir(parents=True)
+    (gids / "gids" / "3").write_text("0000:0000:0000:0000:0000:ffff:0a59:4d0b\n")
+    (gids / "gid_attrs" / "types" / "3").write_text("RoCE v2\n")
+    (gids / "gid_attrs" / "ndevs" / "3").write_text("eth0\n")
+    (tmp_path / "mtu").write_text("9000\n")
+    proc = tmp_path / "proc"
+    (proc / "sys/kernel/random").mkdir(parents=True)
+    (proc / "sys/kernel/random/boot_id").write_text("boot-1\n")
+    (proc / "42").mkdir()
+    (proc / "42" / "cmdline").write_bytes(b"python\0-m\0vllm serve\0/models/x\0")
+    spec = {"gid_tables": [{"sysfs_root": str(tmp_path / "ib"), "hca": "mlx", "port": 1}],
+            "reads": [str(tmp_path / "mtu")], "processes": ["[v]llm serve"]}
+    evidence = cv.gather(spec, proc=str(proc))
+    assert evidence["boot_id"] == "boot-1"
+    assert evidence["gid_tables"] == [[[3, "0000:0000:0000:0000:0000:ffff:0a59:4d0b", "RoCE v2", "eth0"]]]
+    assert evidence["reads"] == {str(tmp_path / "mtu"): "9000"}
+    assert evidence["processes"] == {"[v]llm serve": [42]}
+    (gids / "gids" / "3").write_text("0000:0000:0000:0000:0000:0000:0000:0000\n")
+    (gids / "gids" / "7").write_text("0000:0000:0000:0000:0000:ffff:0a59:4d0b\n")
+    (gids / "gid_attrs" / "types" / "7").write_text("RoCE v2\n")
+    (gids / "gid_attrs" / "ndevs" / "7").write_text("eth0\n")
+    (proc / "43").mkdir()
+    (proc / "43" / "cmdline").write_bytes(b"vllm serve /models/manual\0")
+    assert cv.compare(evidence, cv.gather(spec, proc=str(proc))) == [
+        "gid tables changed", "processes matching [v]llm serve changed"]
+
+
+class _Slow(http.server.BaseHTTPRequestHandler):
+    delay = 0
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        time.sleep(self.delay)
+        body = b'{"data": [{"id": "laguna-s-fp8"}]}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def api():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    _Slow.delay = 0
+    server.shutdown()
+
+
+def test_record_then_check_then_each_change_is_seen(systemd, run_module, tmp_path, api):
+    run_module(systemd_run_service, {"name": "laguna-vllm", "command": ["/venv/bin/vllm", "serve"], "settle": 0})
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "config.json").write_text("{}")
+    record = str(tmp_path / "state" / "converged.json")
+    url = "http://127.0.0.1:%d/v1/models" % api.server_address[1]
+    inputs = {"variables": {"vllm_serve_num_speculative_tokens": 6}}
+    first = run_module(converged, {"state": "check", "path": record, "inputs": inputs})
+    assert not first["converged"] and first["reasons"] == ["no record of a complete run on this node"]
+    dry = run_module(converged, {"state": "record", "path": record, "fingerprint": first["fingerprint"],
+                                 "units": ["laguna-vllm"], "trees": [str(models)], "urls": [url]}, check_mode=True)
+    assert not dry["recorded"] and not os.path.exists(record)
+    wrote = run_module(converged, {"state": "record", "path": record, "fingerprint": first["fingerprint"],
+                                   "units": ["laguna-vllm"], "trees": [str(models)], "urls": [url]})
+    assert wrote["recorded"] and not wrote["changed"]
+    assert json.load(open(record))["spec"]["units"] == ["laguna-vllm"]
+    again = run_module(converged, {"path": record, "inputs": inputs})
+    assert again["converged"] and again["reasons"] == [] and again["fingerprint"] == first["fingerprint"]
+    other = run_module(converged, {"path": record, "inputs": {"variables": {"vllm_serve_num_speculative_tokens": 5}}})
+    assert not other["converged"]
+    _Slow.delay = 3
+    hung = run_module(converged, {"path": record, "inputs": inputs, "url_timeout": 1})
+    assert not hung["converged"] and hung["reasons"][0].startswith(url + " did not answer within 1 s")
+    _Slow.delay = 0
+    (models / "extra.bin").write_text("x")
+    extra = run_module(converged, {"path": record, "inputs": inputs})
+    assert extra["reasons"] == ["%s changed: extra.bin, the directory itself" % models]
+    os.unlink(models / "extra.bin")
+    (models / "config.json").write_text("{}")
+    run_module(systemd_run_service, {"name": "laguna-vllm", "command": ["/venv/bin/vllm", "serve"], "state": "stopped",
+                                     "settle": 0})
+    stopped = run_module(converged, {"path": record, "inputs": inputs})
+    assert not stopped["converged"]
+    assert any(r.startswith("unit laguna-vllm changed (ActiveState active -> inactive") for r in stopped["reasons"])
+    assert "unit laguna-vllm is inactive" in stopped["reasons"]
+
+
+def test_a_unit_that_is_not_running_is_not_recorded(systemd, run_module, tmp_path):
+    record = str(tmp_path / "converged.json")
+    result = run_module(converged, {"state": "record", "path": record, "fingerprint": "f", "units": ["laguna-vllm"]})
+    assert not result["recorded"] and not result["converged"] and not os.path.exists(record)
+    assert result["reasons"] == ["unit laguna-vllm is inactive"]
+
+
+def test_a_port_nobody_answers_on_is_reported_within_the_timeout():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    start = time.monotonic()
+    reasons = converged.probe_urls(["http://127.0.0.1:%d/v1/models" % port], 2)
+    assert reasons and "did not answer within 2 s" in reasons[0] and time.monotonic() - start < 3
+
+
+class _Templar:
+    """template() as the action plugin calls it; a value naming a later fact raises."""
+
+    def template(self, value):
+        if isinstance(value, str) and "fabric_facts" in value:
+            raise ValueError("'fabric_facts' is undefined")
+        return value.replace("{{ laguna_user }}", "spark") if isinstance(value, str) else value
+
+
+def test_the_action_gathers_every_prefixed_variable_and_nothing_of_its_own(tmp_path):
+    task_vars = {
+        "laguna_user": "spark", "laguna_venv": "/home/{{ laguna_user }}/venvs/vllm-025",
+        "vllm_serve_num_speculative_tokens": 6, "network_gate_hcas": "{{ fabric_facts.hcas }}",
+        "laguna_converged": {"converged": True}, "laguna_fast_noop": True, "ansible_host": "10.0.0.1",
+        "unrelated": "x", "inventory_hostname": "head", "ansible_play_hosts_all": ["head", "worker"],
+        "groups": {"spark_head": ["head"], "spark_workers": ["worker"]},
+    }
+    inputs = action.inputs_of(task_vars, _Templar())
+    assert inputs["variables"] == {"laguna_user": "spark", "laguna_venv": "/home/spark/venvs/vllm-025",
+                                   "vllm_serve_num_speculative_tokens": 6, "network_gate_hcas": "unresolved"}
+    assert inputs["host"] == "head" and inputs["hosts"] == ["head", "worker"]
+    assert inputs["connection"][0] == "10.0.0.1"
+    assert inputs["groups"] == {"spark_head": ["head"], "spark_workers": ["worker"]}
+
+
+def test_the_collection_digest_follows_files_json(tmp_path):
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "main.yml").write_text("a")
+    walked = action.collection_digest(str(tmp_path))
+    (tmp_path / "roles" / "main.yml").write_text("b")
+    assert action.collection_digest(str(tmp_path)) != walked
+    (tmp_path / "FILES.json").write_text('{"files": []}')
+    listed = action.collection_digest(str(tmp_path))
+    (tmp_path / "roles" / "main.yml").write_text("c")
+    assert action.collection_digest(str(tmp_path)) == listed
+    (tmp_path / "FILES.json").write_text('{"files": [1]}')
+    assert action.collection_digest(str(tmp_path)) != listed
