@@ -266,6 +266,7 @@ BOUNDS = {
     "draft_quant_source_repo": Bound(fmt="repo"),
     "draft_quant_targets": Bound(elements="option"),
     "draft_quant_timeout": SECONDS,
+    "draft_quant_stale_timeout": Bound(min=1, max=600),
     "draft_quant_venv": Bound(fmt="abspath"),
     # teardown
     "teardown_stray_pattern": Bound(fmt="text"),

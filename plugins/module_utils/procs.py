@@ -101,6 +101,8 @@ def terminate(pid_list, timeout, kill=os.kill, alive=None, sleep=time.sleep):
     for pid in pid_list:
         try:
             kill(pid, signal.SIGTERM)
+            # A stopped process (Ctrl-Z, SIGSTOP) gets SIGTERM only once it runs.
+            kill(pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout

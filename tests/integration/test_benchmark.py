@@ -21,12 +21,12 @@ import ansible_runner
 import pytest
 from PIL import Image
 
-from helpers import DOUBLES, free_port
+from helpers import DOUBLES, free_port, interrupt
 from helpers.collection import collections_path
 
 COLLECTIONS = collections_path()
 from helpers.sysfs import make_port, mapped
-from ansible_collections.laguna.spark.plugins.module_utils import bench_report, dflash_patch
+from ansible_collections.laguna.spark.plugins.module_utils import bench_report, dflash_patch, procs
 
 sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
 from vllm.entrypoints import speed_model  # noqa: E402
@@ -229,6 +229,11 @@ def node(tmp_path, monkeypatch):
                 pass
 
 
+def benchmark_vars(node, **extravars):
+    sysfs = make_port(node.tmp / "sys", {3: (mapped("127.0.0.1"), "RoCE v2")})
+    return dict(node.vars, laguna_user=getpass.getuser(), laguna_sysfs_infiniband=str(sysfs), **extravars)
+
+
 def run_benchmark(node, hostvars="", **extravars):
     """ansible-playbook laguna.spark.benchmark (the installed collection's playbook) on localhost.
 
@@ -241,8 +246,7 @@ def run_benchmark(node, hostvars="", **extravars):
         "[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 "
         "ansible_python_interpreter=%s %s\n" % (sys.executable, hostvars))
     (data / "project" / "play.yml").write_text("- ansible.builtin.import_playbook: laguna.spark.benchmark\n")
-    sysfs = make_port(node.tmp / "sys", {3: (mapped("127.0.0.1"), "RoCE v2")})
-    allvars = dict(node.vars, laguna_user=getpass.getuser(), laguna_sysfs_infiniband=str(sysfs), **extravars)
+    allvars = benchmark_vars(node, **extravars)
     result = ansible_runner.run(
         private_data_dir=str(data), playbook="play.yml", extravars=allvars, quiet=True,
         envvars=dict({"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS, "ANSIBLE_NOCOLOR": "1"},
@@ -354,3 +358,33 @@ def test_the_sweep_report_and_restore_against_the_speed_model(node):
     assert accept[0]["y"] == pytest.approx(model["per_position"], abs=0.1)
     ttft_plot = json.loads(Image.open(results / "ttft_vs_prompt.png").text["Description"])["series"][0]
     assert ttft_plot["x"] == [1024, 4096]
+
+
+def _bench_modules():
+    """PIDs of vllm_bench module processes (the AnsiballZ wrapper and the module it runs)."""
+    return [pid for pid, argv in procs.argvs() if any("vllm_bench" in arg for arg in argv)]
+
+
+def test_ctrl_c_during_the_sweep_leaves_no_benchmark_running_and_the_rerun_restores(node):
+    """Ctrl-C (twice) while the sweep measures: no request loop goes on
+    without the playbook, and the rerun finishes and restores the configured
+    k=2 (the interrupted run had restarted vLLM without the draft)."""
+    small = dict(vllm_serve_warmup_requests=1, vllm_serve_warmup_max_tokens=16, benchmark_k_values=[6],
+                 benchmark_runs=2, benchmark_warmup=1, benchmark_prompt_tokens=512, benchmark_max_tokens=96,
+                 benchmark_ttft_prompt_tokens=[1024], benchmark_ttft_runs=1,
+                 benchmark_greedy_prompts=["Write a CSV parser."], benchmark_greedy_max_tokens=24)
+    hostvars = "vllm_serve_num_speculative_tokens=2"
+    log = interrupt.interrupted_play(node.tmp, "- ansible.builtin.import_playbook: laguna.spark.benchmark\n",
+                                     benchmark_vars(node, **small), _bench_modules, hostvars=hostvars,
+                                     what="the vllm_bench module")
+    starts = [c for c in node.systemd()["calls"] if c[0] == "systemd-run"]
+    assert starts and "--speculative-config" not in starts[-1], log[-3000:]  # the sweep's baseline ran
+    deadline = time.time() + 10
+    while _bench_modules() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _bench_modules(), "a benchmark module outlived the interrupted playbook"
+    result = run_benchmark(node, hostvars=hostvars, **small)
+    assert result.rc == 0, result.flat[-3000:]
+    last = [c for c in node.systemd()["calls"] if c[0] == "systemd-run"][-1]
+    assert json.loads(last[last.index("--speculative-config") + 1])["num_speculative_tokens"] == 2
+    assert node.systemd()["units"]["laguna-vllm.service"]["state"] == "active"

@@ -6,14 +6,18 @@ build from the wheels pip finds) is cached in .cache/draft-quant-venv (or
 $LAGUNA_DRAFT_QUANT_VENV) and handed to the role, whose pip task then only
 confirms the pins.
 """
+import getpass
+import glob
 import json
 import os
+import re
+import signal
 import subprocess
 
 import pytest
 import yaml
 
-from helpers import ROOT, draft_fixtures as fx
+from helpers import ROOT, draft_fixtures as fx, interrupt
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -73,6 +77,38 @@ def test_role_quantizes_checks_and_is_idempotent(runner, tmp_path, quant_venv):
     again = runner.include_role("draft_quant", extravars)
     assert again.rc == 0, again.flat[-3000:]
     assert sum(again.stats.get("changed", {}).values()) == 0, again.flat[-3000:]
+
+
+def test_ctrl_c_during_the_quantization_leaves_no_second_one(runner, tmp_path, quant_venv):
+    # ansible-playbook is interrupted (SIGINT, twice) while the async
+    # quantization runs; it goes on without the playbook (held with SIGSTOP
+    # here, so that it is surely still there when the rerun starts). The
+    # rerun stops it before quantizing, so two never write the draft at once,
+    # and leaves neither a process nor a half-written work directory.
+    source = fx.make_draft(str(tmp_path / "Laguna-S-2.1-DFlash-FP8"), "bf16")
+    target = fx.make_target(str(tmp_path / "Laguna-S-2.1-FP8"), "FP8")
+    output = str(tmp_path / "Laguna-S-2.1-DFlash-W4A16")
+    extravars = {"draft_quant_source_path": source, "draft_quant_output_path": output,
+                 "draft_quant_venv": quant_venv, "draft_quant_download": False, "laguna_model_path": target,
+                 "laguna_user": getpass.getuser(), "laguna_sysfs_infiniband": runner.sysfs,
+                 "fabric_sysfs_net": runner.sysfs_net}
+    quantizer = [os.path.join(quant_venv, "bin", "python"), os.path.join(quant_venv, "quantize_draft_w4a16.py"),
+                 "--source", source, "--output", output]
+    interrupt.interrupted_role(tmp_path, "draft_quant", extravars, quantizer)
+    orphans = interrupt.processes(quantizer)
+    assert orphans, "the interrupted quantization should still run (async), or this test tests nothing"
+    for pid in orphans:
+        os.kill(pid, signal.SIGSTOP)
+    again = runner.include_role("draft_quant", extravars)
+    assert again.rc == 0, again.flat[-3000:]
+    assert re.search(r"Stop a quantization an interrupted run left running[^\n]*\*+\s+changed: \[localhost\]",
+                     again.text), again.text[-3000:]
+    assert not interrupt.processes(quantizer)
+    assert all(not os.path.exists("/proc/%d" % pid) for pid in orphans)
+    assert dd.inspect(output, target)["ok"]
+    assert glob.glob(os.path.join(str(tmp_path), ".draft-quant-*")) == []
+    third = runner.include_role("draft_quant", extravars)
+    assert third.rc == 0 and sum(third.stats.get("changed", {}).values()) == 0, third.flat[-3000:]
 
 
 def test_role_refuses_a_quantized_source(runner, tmp_path, quant_venv):

@@ -1,19 +1,15 @@
 """The venv and fabric roles on localhost: pip from a local index, netplan generate on the rendered file."""
 import getpass
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
 
 from standin_wheels import Index, build_index
 
-from helpers.collection import collections_path
+from helpers import interrupt
 from helpers.sysfs import make_port, mapped, spark
 
 pytestmark = pytest.mark.integration
@@ -124,20 +120,6 @@ def test_fabric_wants_two_twins_by_default(runner, tmp_path):
     assert "the cabled port shows rocep1s0f1 (1), 2 expected" in result.flat
 
 
-def _pip_installs(venv):
-    """PIDs of `<venv>/bin/python -m pip install` processes."""
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            with open("/proc/%s/cmdline" % name, "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except (OSError, ValueError):
-            continue
-        if argv[:4] == [os.path.join(venv, "bin", "python").encode(), b"-m", b"pip", b"install"]:
-            found.append(int(name))
-    return found
-
-
 def test_ctrl_c_during_the_pip_install_leaves_no_second_install(runner, tmp_path, index, cuda):
     # ansible-playbook is interrupted (SIGINT, twice as an impatient user
     # does) while pip installs from a slow index. The async install goes on
@@ -145,36 +127,16 @@ def test_ctrl_c_during_the_pip_install_leaves_no_second_install(runner, tmp_path
     # leaves no pip behind.
     extra = dict(venv_vars(tmp_path, index, cuda), laguna_user=getpass.getuser(),
                  laguna_sysfs_infiniband=runner.sysfs, fabric_sysfs_net=runner.sysfs_net)
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    (tmp_path / "hosts").write_text("[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 "
-                                    "ansible_python_interpreter=%s\n" % sys.executable)
-    (tmp_path / "play.yml").write_text("- hosts: spark_head\n  gather_facts: false\n  tasks:\n"
-                                       "    - ansible.builtin.include_role:\n        name: laguna.spark.venv\n")
     index.delay = 2.0  # for the whole test: the orphan must outlive the rerun's start
-    log = open(str(tmp_path / "interrupted.log"), "w+")
-    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "hosts"),
-            str(tmp_path / "play.yml"), "-e", "@%s" % (tmp_path / "vars.json")]
-    play = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1"))
     venv = extra["laguna_venv"]
-    try:
-        deadline = time.time() + 240
-        while not _pip_installs(venv):
-            assert time.time() < deadline and play.poll() is None, open(log.name).read()[-3000:]
-            time.sleep(0.2)
-        play.send_signal(signal.SIGINT)
-        time.sleep(1)
-        play.send_signal(signal.SIGINT)
-        play.wait(60)
-    finally:
-        if play.poll() is None:
-            play.kill()
-    orphans = _pip_installs(venv)
+    pip = [os.path.join(venv, "bin", "python"), "-m", "pip", "install"]
+    interrupt.interrupted_role(tmp_path, "venv", extra, pip)
+    orphans = interrupt.processes(pip)
     assert orphans, "the interrupted install should still run (async), or this test tests nothing"
     again = runner.include_role("venv", extra)
     assert again.rc == 0, again.text
     assert re.search(r"Stop a pip install an interrupted run left in [^\n]*\*+\s+changed: \[localhost\]", again.text), \
         again.text
-    assert not _pip_installs(venv) and all(not os.path.exists("/proc/%d" % pid) for pid in orphans)
+    assert not interrupt.processes(pip) and all(not os.path.exists("/proc/%d" % pid) for pid in orphans)
     third = runner.include_role("venv", extra)
     assert third.rc == 0 and third.stats["changed"].get("localhost", 0) == 0, third.text

@@ -1,6 +1,7 @@
 """procs: real child processes and sockets on this machine, a fake /proc for cgroups."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -74,3 +75,16 @@ def test_listeners_names_the_process_holding_a_port():
     finally:
         sock.close()
     assert procs.listeners(port) == []
+
+
+def test_terminate_ends_a_stopped_process_with_sigterm():
+    # A Ctrl-Z'd or SIGSTOPped orphan gets SIGTERM only once it runs again:
+    # terminate() continues it, so it ends without waiting for SIGKILL.
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        killed = procs.terminate([sleeper.pid], timeout=5, alive=lambda pid: sleeper.poll() is None)
+        assert killed == [] and sleeper.returncode == -signal.SIGTERM
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()

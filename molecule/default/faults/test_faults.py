@@ -115,6 +115,17 @@ def test_a_killed_worker_raylet_restarts_the_raylet_and_vllm():
     assert vllm_pid() != before and healthy()
 
 
+def test_a_killed_head_raylet_restarts_the_cluster_and_vllm():
+    before = vllm_pid()
+    podman(HEAD, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-head.service", user=USER)
+    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
+    assert rc == 0, out[-3000:]
+    # A new head is a new cluster: the worker joins it afresh, vLLM restarts on it.
+    assert unit(HEAD, "laguna-ray-head", "ActiveState")["ActiveState"] == "active"
+    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
+    assert changed[WORKER] >= 1 and vllm_pid() != before and healthy()
+
+
 def test_a_changed_worker_gid_index_restarts_every_service_that_captured_it():
     types = "/opt/laguna-standin/sys/class/infiniband/rocep1s0f1/ports/1"
     gids = podman(WORKER, "bash", "-c", "grep -l ffff:0a59:4d0c %s/gids/*" % types).split()

@@ -25,6 +25,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -93,7 +94,14 @@ def build_model(config_dict, tensors):
         return DraftTensors(config)
 
 
+def _exit_on_sigterm(signum, frame):
+    # SIGTERM (the role stopping an interrupted run's orphan) unwinds through
+    # the finally below, which removes the half-written work directory.
+    sys.exit(128 + signum)
+
+
 def main():
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", required=True, help="unquantized (BF16) DFlash draft directory")
     parser.add_argument("--output", required=True, help="directory to write (replaced)")
@@ -125,7 +133,13 @@ def main():
     oneshot(model=model, recipe=recipe, pipeline="datafree")
 
     parent = os.path.dirname(os.path.abspath(args.output)) or "."
-    work = tempfile.mkdtemp(prefix=".draft-quant-", dir=parent)
+    prefix = ".draft-quant-%s-" % os.path.basename(os.path.normpath(args.output))
+    # The role stops any other quantization of this output first, so a work
+    # directory left here is a SIGKILLed run's.
+    for name in os.listdir(parent):
+        if name.startswith(prefix):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+    work = tempfile.mkdtemp(prefix=prefix, dir=parent)
     try:
         saved = os.path.join(work, "saved")
         model.save_pretrained(saved, save_compressed=True)
