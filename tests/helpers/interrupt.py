@@ -19,9 +19,12 @@ def processes(argv_prefix):
 
 def interrupted_role(tmp_path, role, extravars, argv_prefix, timeout=240):
     """Run ``role`` on localhost with ansible-playbook, SIGINT it twice once a
-    process with ``argv_prefix`` runs, and return the run's log text."""
+    process with ``argv_prefix`` runs (or once ``argv_prefix()`` is true, when
+    it is a callable), and return the run's log text."""
     play = ("- hosts: spark_head\n  gather_facts: false\n  tasks:\n"
             "    - ansible.builtin.include_role:\n        name: laguna.spark.%s\n" % role)
+    if callable(argv_prefix):
+        return interrupted_play(tmp_path, play, extravars, argv_prefix, timeout)
     return interrupted_play(tmp_path, play, extravars, lambda: processes(argv_prefix), timeout,
                             what=" ".join(argv_prefix))
 

@@ -1,6 +1,7 @@
 """The staging role as users run it: the real `hf` CLI (the pinned huggingface_hub)
 against a local Hub double, checksums not sizes, resume after kills, parallel
 mirroring to a "worker" reached through a private sshd on 127.0.0.2."""
+import getpass
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import threading
 import time
 
 import pytest
+from helpers import interrupt
 
 from staging_env import (DRAFT, SHARD_BYTES, TARGET, HubDouble, kill_when, leftovers, pids, run_play, sha256,
                          staging_vars)
@@ -114,8 +116,7 @@ def test_a_download_killed_mid_shard_resumes_without_fetching_complete_files_aga
     assert "removed .cache/huggingface/download/" in again.flat
 
 
-def test_a_timed_out_download_and_one_left_running_are_stopped_and_resumed(runner, hub, hf_bin, tmp_path):
-    import subprocess
+def test_a_timed_out_download_and_a_ctrl_c_orphan_are_stopped_and_resumed(runner, hub, hf_bin, tmp_path):
     hub.set_rate(SHARD_BYTES // 8)
     target = tmp_path / "models" / "target"
     first = runner.include_role("staging", staging_vars(tmp_path, hub, hf_bin, staging_download_timeout=3,
@@ -129,21 +130,29 @@ def test_a_timed_out_download_and_one_left_running_are_stopped_and_resumed(runne
         time.sleep(0.2)
     assert not pids(["hf", "download", str(target)])
 
-    # An interrupted playbook (Ctrl-C) leaves its async download running: the rerun stops it first.
+    # Ctrl-C of the playbook (SIGINT, twice) leaves its async download
+    # running: the rerun stops it first, then resumes.
     values = staging_vars(tmp_path, hub, hf_bin, **TARGET_ONLY)
-    orphan = subprocess.Popen([hf_bin, "download", TARGET, "--local-dir", str(target)],
-                              env=dict(os.environ, **values["staging_hf_environment"]),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1)
-    assert orphan.poll() is None
+    download = ["hf", "download", str(target)]
+    interrupt.interrupted_role(tmp_path, "staging", dict(values, laguna_user=getpass.getuser(),
+                                                         laguna_sysfs_infiniband=runner.sysfs,
+                                                         fabric_sysfs_net=runner.sysfs_net),
+                               lambda: pids(download))
+    orphans = pids(download)
+    assert orphans, "the interrupted download should still run (async), or this test tests nothing"
     # Full speed again as soon as the role has stopped the orphan (not before, or it would finish first).
-    threading.Thread(target=lambda: (orphan.wait(), hub.set_rate(0)), daemon=True).start()
+    threading.Thread(target=lambda: (_wait_gone(orphans), hub.set_rate(0)), daemon=True).start()
     again = runner.include_role("staging", values)
-    orphan.wait(10)
     assert again.rc == 0, again.text
-    assert "stopped a download left running (pid %d)" % orphan.pid in again.flat
+    assert "stopped a download left running (pid %d)" % orphans[0] in again.flat, again.flat[-3000:]
     assert shard_sums(target) == hub.published() and leftovers(target) == []
-    assert not pids(["hf", "download", str(target)])
+    assert not pids(download)
+
+
+def _wait_gone(pid_list, timeout=300):
+    deadline = time.time() + timeout
+    while any(os.path.exists("/proc/%d" % pid) for pid in pid_list) and time.time() < deadline:
+        time.sleep(0.1)
 
 
 def test_a_checkpoint_with_the_wrong_shard_count_fails(runner, hf_bin, tmp_path):
@@ -168,11 +177,9 @@ def test_check_mode_downloads_nothing(runner, hub, hf_bin, tmp_path):
 # --- A full disk ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """tmp_path/models on a tmpfs of a given size in MiB (a real full disk); resize() grows it in place."""
+def _tmpfs(mount):
+    """A tmpfs at ``mount`` of a given size in MiB (a real full disk); resize() grows it in place."""
     import subprocess
-    mount = tmp_path / "models"
     mount.mkdir()
 
     def resize(mib, remount=True):
@@ -183,6 +190,36 @@ def small_disk(tmp_path):
         yield resize
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False, timeout=30)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """tmp_path/models (the head's trees) on a tmpfs."""
+    yield from _tmpfs(tmp_path / "models")
+
+
+@pytest.fixture
+def small_worker_disk(tmp_path):
+    """tmp_path/worker-models (the worker's trees in two_nodes) on a tmpfs."""
+    yield from _tmpfs(tmp_path / "worker-models")
+
+
+def fill_when(done, filler, mib=64, timeout=120):
+    """A thread that, once done() is true, writes up to ``mib`` MiB into filler (another writer takes the disk)."""
+    def fill():
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not done():
+            time.sleep(0.05)
+        with open(filler, "wb") as handle:
+            try:
+                for _block in range(mib):
+                    handle.write(b"\0" * (1 << 20))
+                    handle.flush()
+            except OSError:
+                pass
+    thread = threading.Thread(target=fill, daemon=True)
+    thread.start()
+    return thread
 
 
 def test_a_download_that_cannot_fit_fails_before_it_starts(runner, hub, hf_bin, small_disk, tmp_path):
@@ -207,22 +244,8 @@ def test_a_disk_that_fills_up_during_the_download_fails_then_resumes(runner, hub
     values = staging_vars(tmp_path, hub, hf_bin, staging_space_reserve_gb=0, **TARGET_ONLY)
     target = small_disk.mount / "target"
     filler = small_disk.mount / "someone-elses-file"
-
-    def fill_when_half_there():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if target.exists() and len(list(target.glob("model-*.safetensors"))) >= 8:
-                break
-            time.sleep(0.05)
-        with open(filler, "wb") as handle:  # another writer takes what is left
-            try:
-                for _block in range(64):
-                    handle.write(b"\0" * (1 << 20))
-                    handle.flush()
-            except OSError:
-                pass
-    filling = threading.Thread(target=fill_when_half_there, daemon=True)
-    filling.start()
+    filling = fill_when(lambda: target.exists() and len(list(target.glob("model-*.safetensors"))) >= 8, filler,
+                        timeout=60)
     first = runner.include_role("staging", values)
     filling.join(60)
     assert first.rc != 0
@@ -346,6 +369,31 @@ def test_a_mirror_killed_mid_shard_resumes(runner, hub, hf_bin, sshd, tmp_path):
     assert shard_sums(worker) == hub.published() and leftovers(worker) == []
     assert not pids(["rsync", str(worker)]) and not pids(["ssh", "-p", str(sshd.port)])
     for name, inode in done_before.items():  # complete before the kill: not sent again
+        assert (worker / name).stat().st_ino == inode, name
+
+
+def test_a_worker_disk_that_fills_up_during_the_mirror_fails_then_resumes(runner, hub, hf_bin, sshd,
+                                                                          small_worker_disk, tmp_path):
+    small_worker_disk(40, remount=False)  # the target is 24 shards of 1 MiB
+    run, _head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin, staging_mirror_streams=2,
+                                   staging_space_reserve_gb=0,
+                                   staging_rsync_options=["--archive", "--bwlimit=1024"])
+    filler = small_worker_disk.mount / "someone-elses-file"
+    filling = fill_when(lambda: worker.exists() and len(list(worker.glob("model-*.safetensors"))) >= 6, filler,
+                        timeout=300)
+    first = run()
+    filling.join(60)
+    assert first.rc != 0
+    assert "on worker filled up: free space there. Rerun to resume" in first.flat, first.flat[-3000:]
+    assert not pids(["rsync", str(worker)]) and not pids(["ssh", "-p", str(sshd.port)])
+    done_before = {p.name: p.stat().st_ino for p in worker.glob("model-*.safetensors")}
+    assert 6 <= len(done_before) < 24
+
+    filler.unlink()
+    again = run(staging_rsync_options=["--archive"])
+    assert again.rc == 0, again.text
+    assert shard_sums(worker) == hub.published() and leftovers(worker) == []
+    for name, inode in done_before.items():  # complete before the disk filled: not sent again
         assert (worker / name).stat().st_ino == inode, name
 
 
