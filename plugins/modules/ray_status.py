@@ -44,10 +44,28 @@ options:
         them still reserved.
     type: int
     default: 0
+  wait_nodes:
+    description:
+      - Poll C(ray status) until it shows at least this many active nodes
+        and O(wait_gpus) GPUs, for at most O(wait_timeout) seconds, also while
+        the head does not answer yet; then return what it shows last (the
+        caller judges). 0 (with O(wait_gpus) 0) reads once.
+      - Each C(ray status) gets at most the time left, so the whole wait is
+        bounded by O(wait_timeout), even when the head is gone.
+    type: int
+    default: 0
+  wait_gpus:
+    description: GPUs that O(wait_nodes) waits for (in total, free or not).
+    type: float
+    default: 0
   wait_timeout:
-    description: Seconds O(wait_free_gpus) may wait.
+    description: Seconds O(wait_free_gpus) or O(wait_nodes) may wait.
     type: int
     default: 30
+  wait_delay:
+    description: Seconds between two polls.
+    type: float
+    default: 2
 attributes:
   check_mode:
     support: full
@@ -64,14 +82,15 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Wait for two nodes and two GPUs
+- name: Wait up to 300 s for two nodes and two GPUs
   laguna.spark.ray_status:
     ray: /home/spark/.venvs/vllm/bin/ray
     address: 192.168.100.10:6379
+    wait_nodes: 2
+    wait_gpus: 2
+    wait_timeout: 300
+    wait_delay: 5
   register: ray
-  until: ray.node_count >= 2 and ray.gpus_total >= 2
-  retries: 30
-  delay: 5
 
 - name: Before a start, give Ray up to 30 s to free a stopped job's placement groups
   laguna.spark.ray_status:
@@ -83,7 +102,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 waited:
-  description: Seconds spent waiting for O(wait_free_gpus) (0 when it was 0).
+  description: Seconds spent waiting for O(wait_free_gpus) or O(wait_nodes) (0 when there was nothing to wait for).
   returned: always
   type: float
 reachable:
@@ -168,6 +187,15 @@ def read(rc, out):
     )
 
 
+def done(result, rc, params):
+    """Whether a wait is over: what it waits for is there (a GPU wait also
+    ends when the head does not answer; a node wait goes on)."""
+    if params["wait_nodes"] > 0 or params["wait_gpus"] > 0:
+        if rc != 0 or result["node_count"] < params["wait_nodes"] or result["gpus_total"] < params["wait_gpus"]:
+            return False
+    return rc != 0 or result["gpus_free"] >= params["wait_free_gpus"]
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -176,25 +204,31 @@ def main():
             timeout=dict(type="int", default=60),
             fail_on_unreachable=dict(type="bool", default=False),
             wait_free_gpus=dict(type="int", default=0),
+            wait_nodes=dict(type="int", default=0),
+            wait_gpus=dict(type="float", default=0),
             wait_timeout=dict(type="int", default=30),
+            wait_delay=dict(type="float", default=WAIT_DELAY),
         ),
         supports_check_mode=True,
     )
     ray_bin = module.params["ray"]
     if "/" not in ray_bin:
         ray_bin = module.get_bin_path(ray_bin, required=True)
-    argv = ["timeout", str(module.params["timeout"]), ray_bin, "status",
-            "--address", module.params["address"]]
+    p = module.params
+    waiting = p["wait_free_gpus"] > 0 or p["wait_nodes"] > 0 or p["wait_gpus"] > 0
     start = time.monotonic()
-    deadline = start + max(0, module.params["wait_timeout"])
+    deadline = start + max(0, p["wait_timeout"])
     while True:
+        # Never past the deadline: a `ray status` against a head that is gone
+        # takes its whole timeout.
+        left = int(deadline - time.monotonic()) if waiting else p["timeout"]
+        argv = ["timeout", str(max(5, min(p["timeout"], left))), ray_bin, "status", "--address", p["address"]]
         rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
         result = read(rc, out)
-        if (result["gpus_free"] >= module.params["wait_free_gpus"] or rc != 0
-                or time.monotonic() + WAIT_DELAY > deadline):
+        if done(result, rc, p) or time.monotonic() + p["wait_delay"] > deadline:
             break
-        time.sleep(WAIT_DELAY)
-    result["waited"] = round(time.monotonic() - start, 1) if module.params["wait_free_gpus"] else 0.0
+        time.sleep(p["wait_delay"])
+    result["waited"] = round(time.monotonic() - start, 1) if waiting else 0.0
     if rc != 0:
         result["stderr_tail"] = err.strip().splitlines()[-5:]
         if module.params["fail_on_unreachable"]:

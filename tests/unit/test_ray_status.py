@@ -119,3 +119,27 @@ def test_the_wait_is_bounded_and_returns_what_ray_shows_last(tmp_path, run_modul
     (tmp_path / "count").unlink()
     run_module(ray_status, {"ray": ray, "address": "10.89.77.11:6379"})
     assert (tmp_path / "count").read_text().strip() == "1"
+
+
+def test_waits_for_every_node_also_while_the_head_does_not_answer(tmp_path, run_module):
+    script = tmp_path / "ray"
+    script.write_text('#!/bin/sh\nn=$(cat "%s/count" 2>/dev/null || echo 0); echo $((n + 1)) > "%s/count"\n'
+                      'if [ "$n" -lt 2 ]; then echo "Timed out while waiting for GCS" >&2; exit 1; fi\n'
+                      'cat "%s"\n' % (tmp_path, tmp_path, os.path.join(FIXTURES, "ray_status", "two_nodes.txt")))
+    script.chmod(0o755)
+    result = run_module(ray_status, {"ray": str(script), "address": "10.89.77.11:6379", "wait_nodes": 2,
+                                     "wait_gpus": 2, "wait_timeout": 30, "wait_delay": 0.05})
+    assert result["reachable"] and result["node_count"] == 2 and result["gpus_total"] >= 2
+    assert (tmp_path / "count").read_text().strip() == "3" and result["waited"] > 0
+
+
+def test_a_node_wait_on_a_head_that_hangs_is_bounded_by_wait_timeout(tmp_path, run_module):
+    # Each `ray status` against a gone head hangs until its own timeout: the
+    # wait gives each call only the time left, so the whole is bounded.
+    script = tmp_path / "ray"
+    script.write_text("#!/bin/sh\nsleep 60\n")
+    script.chmod(0o755)
+    result = run_module(ray_status, {"ray": str(script), "address": "10.89.77.11:6379", "wait_nodes": 2,
+                                     "timeout": 60, "wait_timeout": 6, "wait_delay": 1})
+    assert not result.failed and not result["reachable"]
+    assert result["waited"] < 12
