@@ -152,20 +152,44 @@ def not_running(evidence):
             for name, props in sorted((evidence.get("units") or {}).items()) if props.get("ActiveState") != "active"]
 
 
-def check(record, inputs_fingerprint, now):
+def digests(inputs):
+    """{part: sha256} of each part of the inputs, each variable on its own
+    (kept in the record, so that a check can name what changed)."""
+    found = {}
+    for key, value in (inputs or {}).items():
+        if key == "variables" and isinstance(value, dict):
+            for name, item in value.items():
+                found["variable " + name] = fingerprint(item)
+        else:
+            found[key] = fingerprint(value)
+    return found
+
+
+def changed_inputs(was, now, most=8):
+    """The parts of the inputs whose digests differ, as one phrase."""
+    names = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k))
+    shown = ", ".join(names[:most])
+    return shown + (" and %d more" % (len(names) - most) if len(names) > most else "")
+
+
+def check(record, inputs_fingerprint, now, inputs_digests=None):
     """(converged, reasons) of a record against this run's fingerprint and the evidence gathered now."""
     if not record:
         return False, ["no record of a complete run on this node"]
     if record.get("format") != FORMAT:
         return False, ["the record was written by another version of the collection"]
     if record.get("fingerprint") != inputs_fingerprint:
-        return False, ["the inputs (the collection or a laguna.spark variable) changed since the last full run"]
+        which = changed_inputs(record.get("digests") or {}, inputs_digests or {}) \
+            if record.get("digests") and inputs_digests else ""
+        return False, ["the inputs (the collection or a laguna.spark variable) changed since the last full run"
+                       + (": " + which if which else "")]
     reasons = compare(record.get("evidence") or {}, now) + not_running(now)
     return not reasons, reasons
 
 
-def make_record(inputs_fingerprint, spec, evidence):
-    return {"format": FORMAT, "fingerprint": inputs_fingerprint, "spec": spec, "evidence": evidence}
+def make_record(inputs_fingerprint, spec, evidence, inputs_digests=None):
+    return {"format": FORMAT, "fingerprint": inputs_fingerprint, "spec": spec, "evidence": evidence,
+            "digests": inputs_digests or {}}
 
 
 def load(path):

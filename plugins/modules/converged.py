@@ -65,6 +65,11 @@ options:
       - The RV(fingerprint) the check at the start of this run returned.
       - Required with O(state=record).
     type: str
+  digests:
+    description:
+      - The RV(digests) the check at the start of this run returned (with
+        O(state=record)); a later check names the inputs that differ from them.
+    type: dict
   units:
     description: User units (of the user the module runs as) whose identity is recorded; each must be active.
     type: list
@@ -162,6 +167,11 @@ fingerprint:
   description: sha256 of O(inputs) (with O(state=record), O(fingerprint)).
   returned: always
   type: str
+digests:
+  description: sha256 of each part of O(inputs), each variable on its own (O(state=check)).
+  returned: always
+  type: dict
+  sample: {"collection": "9f86d0...", "variable vllm_serve_max_num_seqs": "d4735e..."}
 path:
   description: The record file.
   returned: always
@@ -225,6 +235,7 @@ def main():
             path=dict(type="path"),
             inputs=dict(type="dict", required=False),
             fingerprint=dict(type="str"),
+            digests=dict(type="dict"),
             units=dict(type="list", elements="str", default=[]),
             trees=dict(type="list", elements="str", default=[]),
             paths=dict(type="list", elements="str", default=[]),
@@ -243,8 +254,9 @@ def main():
     p = module.params
     path = p["path"] or default_path()
     fingerprint = p["fingerprint"] if p["state"] == "record" else converged.fingerprint(p["inputs"])
+    inputs_digests = p["digests"] if p["state"] == "record" else converged.digests(p["inputs"])
     result = dict(changed=False, converged=False, reasons=[], fingerprint=fingerprint, path=path,
-                  recorded=False)
+                  recorded=False, digests=inputs_digests or {})
     exclude = (os.getpid(), os.getppid())
     if p["state"] == "record":
         spec = dict((key, p[key]) for key in SPEC_KEYS)
@@ -258,7 +270,7 @@ def main():
             # A unit that is not running is not a state worth coming back to.
             module.exit_json(**result)
         if not module.check_mode:
-            write(module, path, converged.make_record(fingerprint, spec, evidence))
+            write(module, path, converged.make_record(fingerprint, spec, evidence, inputs_digests))
             result["recorded"] = True
         result["converged"] = True
         module.exit_json(**result)
@@ -274,7 +286,7 @@ def main():
             reasons = probe_urls(spec.get("urls") or [], p["url_timeout"])
             ok = not reasons
     else:
-        ok, reasons = converged.check(record, fingerprint, {})
+        ok, reasons = converged.check(record, fingerprint, {}, inputs_digests)
     result.update(converged=ok, reasons=reasons)
     module.exit_json(**result)
 

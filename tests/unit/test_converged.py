@@ -32,6 +32,13 @@ def test_a_tree_sees_a_rewrite_with_the_same_size_and_mtime(tmp_path):
     assert reasons == ["m changed: model-00001.safetensors"]
 
 
+def test_the_changed_inputs_are_named():
+    was = cv.digests({"collection": "a", "variables": {"x": 1, "y": 2}})
+    now = cv.digests({"collection": "b", "variables": {"x": 1, "z": 3}})
+    assert cv.changed_inputs(was, now) == "collection, variable y, variable z"
+    assert cv.changed_inputs(was, now, most=1) == "collection and 2 more"
+
+
 def test_a_tree_is_bounded(tmp_path):
     for i in range(5):
         (tmp_path / str(i)).write_text("x")
@@ -125,13 +132,16 @@ def test_record_then_check_then_each_change_is_seen(systemd, run_module, tmp_pat
                                  "units": ["laguna-vllm"], "trees": [str(models)], "urls": [url]}, check_mode=True)
     assert not dry["recorded"] and not os.path.exists(record)
     wrote = run_module(converged, {"state": "record", "path": record, "fingerprint": first["fingerprint"],
-                                   "units": ["laguna-vllm"], "trees": [str(models)], "urls": [url]})
+                                   "digests": first["digests"], "units": ["laguna-vllm"], "trees": [str(models)],
+                                   "urls": [url]})
     assert wrote["recorded"] and not wrote["changed"]
     assert json.load(open(record))["spec"]["units"] == ["laguna-vllm"]
     again = run_module(converged, {"path": record, "inputs": inputs})
     assert again["converged"] and again["reasons"] == [] and again["fingerprint"] == first["fingerprint"]
     other = run_module(converged, {"path": record, "inputs": {"variables": {"vllm_serve_num_speculative_tokens": 5}}})
-    assert not other["converged"]
+    assert not other["converged"] and other["reasons"] == [
+        "the inputs (the collection or a laguna.spark variable) changed since the last full run: "
+        "variable vllm_serve_num_speculative_tokens"]
     _Slow.delay = 3
     hung = run_module(converged, {"path": record, "inputs": inputs, "url_timeout": 1})
     assert not hung["converged"] and hung["reasons"][0].startswith(url + " did not answer within 1 s")
