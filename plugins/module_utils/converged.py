@@ -172,18 +172,26 @@ def changed_inputs(was, now, most=8):
     return shown + (" and %d more" % (len(names) - most) if len(names) > most else "")
 
 
-def check(record, inputs_fingerprint, now, inputs_digests=None):
-    """(converged, reasons) of a record against this run's fingerprint and the evidence gathered now."""
+def stale(record, inputs_fingerprint, inputs_digests=None):
+    """Why a record cannot vouch for this run before any evidence is read
+    (missing, another format, other inputs); empty when it can."""
     if not record:
-        return False, ["no record of a complete run on this node"]
+        return ["no record of a complete run on this node"]
     if record.get("format") != FORMAT:
-        return False, ["the record was written by another version of the collection"]
+        return ["the record was written by another version of the collection"]
     if record.get("fingerprint") != inputs_fingerprint:
         which = changed_inputs(record.get("digests") or {}, inputs_digests or {}) \
             if record.get("digests") and inputs_digests else ""
-        return False, ["the inputs (the collection or a laguna.spark variable) changed since the last full run"
-                       + (": " + which if which else "")]
-    reasons = compare(record.get("evidence") or {}, now) + not_running(now)
+        return ["the inputs (the collection or a laguna.spark variable) changed since the last full run"
+                + (": " + which if which else "")]
+    return []
+
+
+def check(record, inputs_fingerprint, now, inputs_digests=None):
+    """(converged, reasons) of a record against this run's fingerprint and the evidence gathered now."""
+    reasons = stale(record, inputs_fingerprint, inputs_digests)
+    if not reasons:
+        reasons = compare(record.get("evidence") or {}, now) + not_running(now)
     return not reasons, reasons
 
 

@@ -275,7 +275,8 @@ def main():
         result["converged"] = True
         module.exit_json(**result)
     record = converged.load(path)
-    if record and record.get("fingerprint") == fingerprint:
+    reasons = converged.stale(record, fingerprint, inputs_digests)
+    if not reasons:  # only then is the evidence worth reading
         spec = record.get("spec") or {}
         try:
             now = converged.gather(spec, units=unit_reader(module), exclude=exclude)
@@ -284,10 +285,7 @@ def main():
         ok, reasons = converged.check(record, fingerprint, now)
         if ok:
             reasons = probe_urls(spec.get("urls") or [], p["url_timeout"])
-            ok = not reasons
-    else:
-        ok, reasons = converged.check(record, fingerprint, {}, inputs_digests)
-    result.update(converged=ok, reasons=reasons)
+    result.update(converged=not reasons, reasons=reasons)
     module.exit_json(**result)
 
 

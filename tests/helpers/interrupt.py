@@ -17,16 +17,16 @@ def processes(argv_prefix):
     return [pid for pid, argv in procs.argvs() if argv[:len(prefix)] == prefix]
 
 
-def interrupted_role(tmp_path, role, extravars, argv_prefix, timeout=240):
-    """Run ``role`` on localhost with ansible-playbook, SIGINT it twice once a
-    process with ``argv_prefix`` runs (or once ``argv_prefix()`` is true, when
-    it is a callable), and return the run's log text."""
+def interrupted_role(tmp_path, role, extravars, waits_for, timeout=240):
+    """Run ``role`` on localhost with ansible-playbook, SIGINT it twice once
+    ``waits_for`` holds - an argv prefix (a process with it runs) or a
+    callable (it returns true) - and return the run's log text."""
     play = ("- hosts: spark_head\n  gather_facts: false\n  tasks:\n"
             "    - ansible.builtin.include_role:\n        name: laguna.spark.%s\n" % role)
-    if callable(argv_prefix):
-        return interrupted_play(tmp_path, play, extravars, argv_prefix, timeout)
-    return interrupted_play(tmp_path, play, extravars, lambda: processes(argv_prefix), timeout,
-                            what=" ".join(argv_prefix))
+    if callable(waits_for):
+        return interrupted_play(tmp_path, play, extravars, waits_for, timeout)
+    return interrupted_play(tmp_path, play, extravars, lambda: processes(waits_for), timeout,
+                            what=" ".join(waits_for))
 
 
 def interrupted_play(tmp_path, play_yaml, extravars, until, timeout=240, hostvars="", what="the awaited process"):
