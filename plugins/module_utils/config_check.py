@@ -133,6 +133,7 @@ BOUNDS = {
     "laguna_ray_head_unit": Bound(fmt="unit"),
     "laguna_ray_worker_unit": Bound(fmt="unit"),
     "laguna_vllm_unit": Bound(fmt="unit"),
+    "laguna_nvidia_smi": Bound(fmt="word"),
     # preflight
     "preflight_min_driver_version": Bound(fmt="version"),
     "preflight_nvidia_smi": Bound(fmt="word"),
@@ -246,6 +247,7 @@ BOUNDS = {
     "vllm_serve_request_timeout": SECONDS,
     "vllm_serve_ray_status_timeout": SECONDS,
     "vllm_serve_gpu_free_wait": Bound(min=0, max=600),
+    "vllm_serve_foreign_gpu_processes": ANY,  # choices in the spec
     "vllm_serve_smoke_prompt": Bound(fmt="text"),
     "vllm_serve_smoke_expect": ANY,  # "" accepts any answer
     "vllm_serve_gpu_memory_utilization": Bound(min=0.05, max=1.0),

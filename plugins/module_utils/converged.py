@@ -10,7 +10,8 @@ every laguna.spark variable), the evidence spec (what to look at) and the
 evidence itself: the boot, the service user, the user units' identities, the
 stat of every file in the given trees (size, mtime, ctime, inode: a write of
 any kind changes ctime), the RoCE GID tables, small sysfs attributes and the
-processes matching a pattern. URLs are not recorded: they must answer now.
+processes matching a pattern, the PIDs holding the GPU (nvidia-smi's compute
+apps). URLs are not recorded: they must answer now.
 """
 
 from __future__ import annotations
@@ -78,12 +79,13 @@ def gid_table(sysfs_root, hca, port):
         return None
 
 
-def gather(spec, units=None, proc="/proc", exclude=()):
+def gather(spec, units=None, proc="/proc", exclude=(), gpu=None):
     """The evidence ``spec`` asks for, as plain JSON data.
 
     ``units`` is a callable (unit name -> {property: value}) that asks the
     user manager; ``exclude`` are PIDs to leave out of the process scan (the
-    module itself and its parent).
+    module itself and its parent); ``gpu`` a callable (nvidia-smi -> the
+    sorted PIDs holding the GPU, or {"error": ...}).
     """
     limit = spec.get("tree_limit", 100000)
     evidence = {"boot_id": _read(os.path.join(proc, "sys/kernel/random/boot_id"))}
@@ -108,6 +110,8 @@ def gather(spec, units=None, proc="/proc", exclude=()):
         evidence["processes"] = dict(
             (pattern, sorted(p["pid"] for p in procs.matching(pattern, proc=proc, exclude=exclude)))
             for pattern in spec["processes"])
+    if spec.get("nvidia_smi") and gpu:
+        evidence["gpu_holders"] = gpu(spec["nvidia_smi"])
     return evidence
 
 
@@ -141,6 +145,8 @@ def compare(recorded, now):
                     reasons.append(_describe(key, name, was.get(name), cur.get(name)))
         elif key == "boot_id":
             reasons.append("the node has restarted since the last full run")
+        elif key == "gpu_holders":
+            reasons.append("the processes holding the GPU changed (%s -> %s)" % (was, cur))
         else:
             reasons.append("%s changed" % key.replace("_", " "))
     return reasons

@@ -16,7 +16,7 @@ description:
     record on each node - a fingerprint of the run's O(inputs) and evidence of
     what the roles left (the boot, the service user, the user units'
     identities, the stat of every file under O(trees), RoCE GID tables, sysfs
-    attributes, the processes matching O(processes)).
+    attributes, the processes matching O(processes), the PIDs holding the GPU).
   - At the start of the next run, O(state=check) gathers the same evidence
     again (as the record's spec says), asks each of the record's O(urls) to
     answer within O(url_timeout) seconds, and returns RV(converged) only when
@@ -108,6 +108,11 @@ options:
     type: list
     elements: str
     default: []
+  nvidia_smi:
+    description:
+      - nvidia-smi; the PIDs of the processes holding the GPU (its compute apps) are recorded.
+        Omitted, they are not looked at.
+    type: str
   urls:
     description: URLs that must answer HTTP 200 within O(url_timeout) seconds at each check.
     type: list
@@ -122,8 +127,8 @@ options:
     type: int
     default: 100000
 notes:
-  - O(units), O(trees), O(paths), O(reads), O(hcas), O(processes) and
-    O(urls) are used with O(state=record); a check reads them from the record.
+  - O(units), O(trees), O(paths), O(reads), O(hcas), O(processes), O(nvidia_smi)
+    and O(urls) are used with O(state=record); a check reads them from the record.
   - The record is the collection's memory of its own last verification, not
     a setting of the node, so writing it does not report a change.
 author:
@@ -189,10 +194,10 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.laguna.spark.plugins.module_utils import converged, vllm_health
+from ansible_collections.laguna.spark.plugins.module_utils import converged, gpu_procs, vllm_health
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
 
-SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "urls", "tree_limit")
+SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit")
 
 
 def default_path():
@@ -205,6 +210,14 @@ def unit_reader(module):
     def read(name):
         props, error = users.show(unit_name(name), converged.UNIT_PROPERTIES)
         return props if error is None else {"error": error}
+
+    return read
+
+
+def gpu_reader(module):
+    def read(smi):
+        found, error = gpu_procs.query(module.run_command, smi, 30)
+        return {"error": error} if error else sorted(p["pid"] for p in found)
 
     return read
 
@@ -244,6 +257,7 @@ def main():
             hca_port=dict(type="int", default=1),
             sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
             processes=dict(type="list", elements="str", default=[]),
+            nvidia_smi=dict(type="str"),
             urls=dict(type="list", elements="str", default=[]),
             url_timeout=dict(type="int", default=5),
             tree_limit=dict(type="int", default=100000),
@@ -262,7 +276,7 @@ def main():
         spec = dict((key, p[key]) for key in SPEC_KEYS)
         spec["gid_tables"] = [dict(sysfs_root=p["sysfs_infiniband"], hca=hca, port=p["hca_port"]) for hca in p["hcas"]]
         try:
-            evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude)
+            evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))
         except ValueError as exc:
             module.fail_json(msg="Cannot record the converged state: %s" % exc, **result)
         result["reasons"] = converged.not_running(evidence)
@@ -279,7 +293,7 @@ def main():
     if not reasons:  # only then is the evidence worth reading
         spec = record.get("spec") or {}
         try:
-            now = converged.gather(spec, units=unit_reader(module), exclude=exclude)
+            now = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))
         except ValueError as exc:
             now = {"error": str(exc)}
         ok, reasons = converged.check(record, fingerprint, now)

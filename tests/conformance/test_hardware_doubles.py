@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from _conformance import ROOT
-from ansible_collections.laguna.spark.plugins.module_utils import roce
-from helpers import sysfs
+from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs, roce
+from helpers import gpu, sysfs
 
 DOUBLES = os.path.join(ROOT, "tests", "doubles")
 RECORDED = os.path.join(DOUBLES, "recorded")
@@ -29,10 +29,12 @@ def recorded(name):
     return open(os.path.join(RECORDED, "nvidia-smi", name)).read()
 
 
-def smi(*args, driver=None):
+def smi(*args, driver=None, device=None):
     env = dict(os.environ)
     if driver:
         env["LAGUNA_STANDIN_DRIVER"] = driver
+    if device:
+        env["LAGUNA_STANDIN_GPU_DEVICE"] = device
     return subprocess.run(["sh", NVIDIA_SMI] + list(args), capture_output=True, text=True, env=env,
                           check=False, timeout=30)
 
@@ -70,6 +72,31 @@ def test_default_table_is_the_recorded_one():
 
 def test_unknown_query_field_fails_like_nvidia_smi():
     result = smi("--query-gpu=bogus", "--format=csv,noheader")
+    assert result.returncode != 0 and "is not a valid field to query" in result.stderr
+
+
+COMPUTE_APPS = ("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits")
+COMPUTE_APP_LINE = re.compile(r"^\d+, \S[^\n]*, \d+$")
+
+
+def test_compute_apps_query_has_the_recorded_shape(tmp_path):
+    device = tmp_path / "nvidia0"
+    device.touch()
+    assert smi(*COMPUTE_APPS, device=str(device)).stdout == recorded("query-compute-apps-none.csv") == ""
+    with gpu.holding(device) as holder:
+        ours = smi(*COMPUTE_APPS, device=str(device)).stdout
+        with_units = smi(COMPUTE_APPS[0], "--format=csv,noheader", device=str(device)).stdout
+    real = recorded("query-compute-apps-nounits.csv")
+    for text in (real, ours):
+        assert text.endswith("\n") and all(COMPUTE_APP_LINE.match(line) for line in text.splitlines()), text
+    # what the gpu_processes module reads from each
+    assert gpu_procs.parse(real) == [{"pid": 4242, "name": "ray::RayWorkerWrapper", "used_mib": 91419}]
+    assert [p["pid"] for p in gpu_procs.parse(ours)] == [holder.pid]
+    assert with_units.endswith(" MiB\n") and gpu_procs.parse(with_units) == gpu_procs.parse(ours)
+
+
+def test_unknown_compute_apps_field_fails_like_nvidia_smi():
+    result = smi("--query-compute-apps=bogus", "--format=csv,noheader")
     assert result.returncode != 0 and "is not a valid field to query" in result.stderr
 
 

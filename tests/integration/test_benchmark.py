@@ -199,6 +199,7 @@ def node(tmp_path, monkeypatch):
         "laguna_api_port": port,
         "vllm_serve_distributed_executor_backend": "mp",
         "fabric_min_twins": 1,  # the fake sysfs has one RDMA device
+        "laguna_nvidia_smi": os.path.join(DOUBLES, "bin", "nvidia-smi"),
         # The stand-in draft is a config.json and a shard, not a loadable DFlash draft.
         "vllm_serve_draft_target_family": "FP8", "vllm_serve_draft_check": False,
         "vllm_serve_max_model_len": 8192,

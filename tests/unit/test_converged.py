@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from helpers import DOUBLES, gpu
 from ansible_collections.laguna.spark.plugins.module_utils import converged as cv
 from ansible_collections.laguna.spark.plugins.modules import converged, systemd_run_service
 
@@ -173,3 +174,20 @@ def test_a_port_nobody_answers_on_is_reported_within_the_timeout():
     start = time.monotonic()
     reasons = converged.probe_urls(["http://127.0.0.1:%d/v1/models" % port], 2)
     assert reasons and "did not answer within 2 s" in reasons[0] and time.monotonic() - start < 3
+
+
+def test_a_new_process_holding_the_gpu_is_seen(run_module, tmp_path, monkeypatch):
+    # The nvidia-smi stand-in reports the processes holding its device (tests/helpers/gpu.py).
+    device = tmp_path / "nvidia0"
+    device.touch()
+    monkeypatch.setenv("LAGUNA_STANDIN_GPU_DEVICE", str(device))
+    smi = os.path.join(DOUBLES, "bin", "nvidia-smi")
+    record, inputs = str(tmp_path / "converged.json"), {"variables": {"laguna_user": "spark"}}
+    first = run_module(converged, {"state": "check", "path": record, "inputs": inputs})
+    run_module(converged, {"state": "record", "path": record, "fingerprint": first["fingerprint"], "nvidia_smi": smi})
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+    with gpu.holding(device) as child:
+        held = run_module(converged, {"path": record, "inputs": inputs})
+        assert not held["converged"]
+        assert held["reasons"] == ["the processes holding the GPU changed ([] -> [%d])" % child.pid]
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]

@@ -208,6 +208,32 @@ def test_a_gpu_held_by_another_ray_job_is_refused_before_vllm_waits_forever():
     assert rc == 0 and healthy(), out[-3000:]
 
 
+def test_a_gpu_held_by_a_process_outside_ray_is_refused_naming_it():
+    """Ray does not see it; nvidia-smi does (its stand-in: a flock on the device file)."""
+    before = vllm_pid()
+    holder = ("import fcntl, time; f = open('/opt/laguna-standin/dev/nvidia0'); fcntl.flock(f, fcntl.LOCK_SH); "
+              "time.sleep(600)")
+    pid = podman(WORKER, "bash", "-c", "nohup python3 -c %s >/dev/null 2>&1 & echo $!" % shlex.quote(holder),
+                 user=USER)
+    try:
+        time.sleep(1)
+        # A complete run: the fast path sees the new holder, vllm_serve refuses it.
+        rc, _changed, out, seconds = play()
+        assert rc != 0, out[-3000:]
+        assert "The GPU of laguna-worker is held by PID %s (python3 -c import fcntl, time;" % pid in out, out[-3000:]
+        assert "kill %s" % pid in out and "vllm_serve_foreign_gpu_processes: warn" in out
+        # the stand-in vLLM's TP ranks hold the GPU from the raylets' units: not foreign
+        assert "name: ray::RayWorkerWrapper owned: true" in out and "unit: laguna-ray-worker.service" in out, out
+        assert vllm_pid() == before and seconds < 300
+        rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
+        assert rc != 0 and "The GPU of laguna-worker is held by PID %s" % pid in out, out[-3000:]
+    finally:
+        podman(WORKER, "kill", pid, check=False)
+    rc, changed, out, _seconds = play("--tags", "vllm_serve")
+    assert rc == 0 and healthy(), out[-3000:]
+    assert changed[HEAD] == 0 and vllm_pid() == before
+
+
 def test_out_of_range_values_are_refused_before_anything_restarts():
     before = vllm_pid()
     rc, _changed, out, seconds = play("-e", "vllm_serve_num_speculative_tokens=0",

@@ -8,7 +8,10 @@ What it does like vLLM, because the collection depends on it:
     unpatched install dies with the real AttributeError;
   * with --distributed-executor-backend ray, joins the Ray cluster and
     reserves one GPU bundle per tensor-parallel rank in a placement group,
-    logging vLLM's "Waiting for creating a placement group" until it fits;
+    logging vLLM's "Waiting for creating a placement group" until it fits,
+    and starts one RayWorkerWrapper actor per bundle (vLLM's TP ranks, run by
+    each node's raylet) that holds the node's GPU: a flock on the stand-in
+    device file, whose holders the nvidia-smi stand-in reports;
   * serves /v1/models, /v1/chat/completions (also streaming, with usage),
     /v1/completions, /health and /metrics with the spec-decode counters.
 What it fakes: the tokens. It streams a fixed code snippet word by word at
@@ -113,7 +116,36 @@ def reserve_gpus(tp_size):
             "VLLM_HOST_IP environment variable specified in each node if you are "
             "running on a multi-node." % (waited, [{"GPU": 1.0}] * tp_size))
     log("Placement group ready: %d GPU bundle(s)" % tp_size)
+    WORKERS.extend(start_workers(group, tp_size))
     return group
+
+
+WORKERS = []  # the actors live as long as this process, like vLLM's workers
+GPU_DEVICE = os.environ.get("LAGUNA_STANDIN_GPU_DEVICE", "/opt/laguna-standin/dev/nvidia0")
+
+
+def start_workers(group, tp_size):
+    """One actor per bundle, named like vLLM's, holding the stand-in GPU open (its CUDA context)."""
+    import ray
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    # vLLM's own options: the bundle holds only the GPU.
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class RayWorkerWrapper:
+        def __init__(self, device):
+            import fcntl
+            self.gpu = open(device, "rb") if os.path.exists(device) else None
+            if self.gpu:
+                fcntl.flock(self.gpu, fcntl.LOCK_SH)
+
+        def node(self):
+            return ray.util.get_node_ip_address(), os.getpid(), self.gpu is not None
+
+    workers = [RayWorkerWrapper.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        placement_group=group, placement_group_bundle_index=rank)).remote(GPU_DEVICE) for rank in range(tp_size)]
+    for rank, (ip, pid, holds) in enumerate(ray.get([w.node.remote() for w in workers], timeout=120)):
+        log("Worker rank %d on %s: pid %d%s" % (rank, ip, pid, ", holds the GPU" if holds else ""))
+    return workers
 
 
 class Engine:
