@@ -11,6 +11,7 @@ import os
 import pytest
 
 from helpers import DOUBLES, gpu
+from helpers.procfs import fake_proc
 from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs
 from ansible_collections.laguna.spark.plugins.modules import gpu_processes
 
@@ -35,19 +36,12 @@ def test_parse_refuses_a_line_it_does_not_understand():
         gpu_procs.parse("pid, process_name, used_memory [MiB]\n")
 
 
-def _fake_proc(root, pid, cmd, cgroup):
-    d = root / str(pid)
-    d.mkdir()
-    (d / "cmdline").write_bytes(b"\0".join(c.encode() for c in cmd) + b"\0")
-    (d / "cgroup").write_text(cgroup)
-
-
 def test_classify_owns_what_the_cluster_units_run_and_nothing_else(tmp_path):
     base = "1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/"
-    _fake_proc(tmp_path, 11, ["ray::RayWorkerWrapper"], base + "laguna-ray-worker.service\n")
-    _fake_proc(tmp_path, 12, ["VLLM::EngineCore"], "0::/user.slice/user-1000.slice/user@1000.service/"
-                                                   "app.slice/laguna-vllm.service\n")
-    _fake_proc(tmp_path, 13, ["python3", "train.py"], "0::/user.slice/user-1001.slice/session-4.scope\n")
+    fake_proc(tmp_path, 11, ["ray::RayWorkerWrapper"], base + "laguna-ray-worker.service\n")
+    fake_proc(tmp_path, 12, ["VLLM::EngineCore"], "0::/user.slice/user-1000.slice/user@1000.service/"
+                                                  "app.slice/laguna-vllm.service\n")
+    fake_proc(tmp_path, 13, ["python3", "train.py"], "0::/user.slice/user-1001.slice/session-4.scope\n")
     found = [{"pid": pid, "name": "x", "used_mib": 10} for pid in (11, 12, 13, 14)]  # 14 ended meanwhile
     result = gpu_procs.classify(found, UNITS, proc=str(tmp_path))
     assert [(p["pid"], p["unit"], p["owned"]) for p in result] == [

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+from helpers.procfs import fake_proc
 from ansible_collections.laguna.spark.plugins.module_utils import procs
 
 
@@ -43,20 +44,13 @@ def test_terminate_ends_a_polite_process_without_sigkill():
     assert killed == [] and child.returncode == -15
 
 
-def _fake_proc(tmp_path, pid, cmd, cgroup):
-    d = tmp_path / str(pid)
-    d.mkdir()
-    (d / "cmdline").write_bytes(b"\0".join(c.encode() for c in cmd) + b"\0")
-    (d / "cgroup").write_text(cgroup)
-
-
 def test_strays_are_the_matches_outside_the_unit(tmp_path):
     # cgroup v2 paths of a transient user service and of an SSH session.
-    _fake_proc(tmp_path, 10, ["python", "/v/bin/vllm", "serve", "/m"],
+    fake_proc(tmp_path, 10, ["python", "/v/bin/vllm", "serve", "/m"],
                "0::/user.slice/user-1000.slice/user@1000.service/app.slice/laguna-vllm.service\n")
-    _fake_proc(tmp_path, 11, ["python", "/v/bin/vllm", "serve", "/m"],
+    fake_proc(tmp_path, 11, ["python", "/v/bin/vllm", "serve", "/m"],
                "0::/user.slice/user-1000.slice/session-4.scope\n")
-    _fake_proc(tmp_path, 12, ["bash"], "0::/user.slice/user-1000.slice/session-4.scope\n")
+    fake_proc(tmp_path, 12, ["bash"], "0::/user.slice/user-1000.slice/session-4.scope\n")
     found = procs.matching("[v]llm serve", proc=str(tmp_path))
     assert [(p["pid"], p["unit"]) for p in found] == [(10, "laguna-vllm.service"), (11, "session-4.scope")]
     assert [p["pid"] for p in procs.strays(found, "laguna-vllm")] == [11]
