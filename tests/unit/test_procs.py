@@ -47,9 +47,9 @@ def test_terminate_ends_a_polite_process_without_sigkill():
 def test_strays_are_the_matches_outside_the_unit(tmp_path):
     # cgroup v2 paths of a transient user service and of an SSH session.
     fake_proc(tmp_path, 10, ["python", "/v/bin/vllm", "serve", "/m"],
-               "0::/user.slice/user-1000.slice/user@1000.service/app.slice/laguna-vllm.service\n")
+              "0::/user.slice/user-1000.slice/user@1000.service/app.slice/laguna-vllm.service\n")
     fake_proc(tmp_path, 11, ["python", "/v/bin/vllm", "serve", "/m"],
-               "0::/user.slice/user-1000.slice/session-4.scope\n")
+              "0::/user.slice/user-1000.slice/session-4.scope\n")
     fake_proc(tmp_path, 12, ["bash"], "0::/user.slice/user-1000.slice/session-4.scope\n")
     found = procs.matching("[v]llm serve", proc=str(tmp_path))
     assert [(p["pid"], p["unit"]) for p in found] == [(10, "laguna-vllm.service"), (11, "session-4.scope")]
