@@ -19,6 +19,8 @@ description:
     only Ray's jobs; a notebook, a training job or a vLLM in a container
     holds the GPU without Ray knowing, and on a GB10 it takes from the same
     unified memory vLLM plans with.
+  - Only compute contexts count. The desktop of DGX OS (Xorg, gnome-shell)
+    holds graphics contexts, which this query does not list.
   - O(foreign=fail) fails naming each foreign process and the fix,
     O(foreign=warn) only warns.
   - Read-only.
