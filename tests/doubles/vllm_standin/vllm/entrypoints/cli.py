@@ -125,7 +125,7 @@ GPU_DEVICE = os.environ.get("LAGUNA_STANDIN_GPU_DEVICE", "/opt/laguna-standin/de
 
 
 def start_workers(group, tp_size):
-    """One actor per bundle, named like vLLM's, holding the stand-in GPU open (its CUDA context)."""
+    """One actor per bundle, named like vLLM's, holding the stand-in GPU (a flock: its CUDA context)."""
     import ray
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
