@@ -17,6 +17,7 @@ from __future__ import annotations
 import pwd
 
 from ansible_collections.laguna.spark.plugins.module_utils import procs
+from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import unit_name
 
 FIELDS = "pid,process_name,used_memory"
 QUERY = ["--query-compute-apps=" + FIELDS, "--format=csv,noheader,nounits"]
@@ -80,7 +81,7 @@ def classify(found, allowed_units, proc="/proc"):
     ``allowed_units`` are names with or without ``.service``. A process that
     ended since nvidia-smi listed it has no cgroup to read: it is left out.
     """
-    allowed = {u if "." in u else u + ".service" for u in allowed_units}
+    allowed = {unit_name(u) for u in allowed_units}
     result = []
     for item in found:
         pid = item["pid"]
@@ -104,9 +105,9 @@ def message(foreign, allowed_units, node):
     """What a user reads when processes outside the cluster's units hold the GPU ('' if none)."""
     if not foreign:
         return ""
+    them = "it" if len(foreign) == 1 else "them"
     return ("The GPU of %s is held by %s, outside the cluster's units (%s). On a GB10 the GPU shares the node's "
             "unified memory, so vLLM would start short of what it planned for or be killed later: stop %s "
             "(kill %s), or set vllm_serve_foreign_gpu_processes: warn to serve beside %s."
             % (node, "; ".join(describe(p) for p in foreign), ", ".join(allowed_units),
-               "it" if len(foreign) == 1 else "them", " ".join(str(p["pid"]) for p in foreign),
-               "it" if len(foreign) == 1 else "them"))
+               them, " ".join(str(p["pid"]) for p in foreign), them))

@@ -11,6 +11,8 @@ import re
 import signal
 import time
 
+from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import unit_name
+
 _UNIT = re.compile(r"/([^/]+\.(?:service|scope))(?:/|$)")
 
 
@@ -88,7 +90,7 @@ def strays(found, unit):
     no unit, every process found."""
     if not unit:
         return list(found)
-    name = unit if "." in unit else unit + ".service"
+    name = unit_name(unit)
     return [p for p in found if p["unit"] != name]
 
 
