@@ -9,13 +9,17 @@ play's hosts, how this host is reached), then run the module on the node."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 
 from ansible.plugins.action import ActionBase
 
 PREFIXES = ("laguna", "preflight", "venv", "ssh_mesh", "fabric", "fabric_env", "network_gate", "linger",
-            "staging", "vllm_patch", "ray_cluster", "vllm_serve")
+            "staging", "vllm_patch", "firewall", "ray_cluster", "vllm_serve")
+# Variables that may hold secrets (with laguna_secret_variables): only their
+# sha256 leaves the controller. staging_hf_environment may carry HF_TOKEN.
+SECRETS = ("vllm_serve_api_key", "staging_hf_environment")
 # The fast path's own state is not an input.
 OWN = re.compile(r"^laguna_(fast_|converged)")
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -61,6 +65,11 @@ def inputs_of(task_vars, templar, prefixes=PREFIXES):
     same, and its inputs are fingerprinted with the rest.
     """
     pattern = re.compile(r"^(%s)_" % "|".join(re.escape(p) for p in prefixes))
+    try:
+        secrets = set(templar.template(task_vars.get("laguna_secret_variables") or []))
+    except Exception:
+        secrets = set()
+    secrets.update(SECRETS)
     variables = {}
     for name in sorted(task_vars):
         if not pattern.match(name) or OWN.match(name):
@@ -69,6 +78,10 @@ def inputs_of(task_vars, templar, prefixes=PREFIXES):
             variables[name] = _plain(templar.template(task_vars[name]))
         except Exception:  # undefined now: derived from a later role's facts
             variables[name] = "unresolved"
+        if name in secrets:
+            # Never sent to the node or recorded as it is: a change still shows.
+            variables[name] = "sha256:" + hashlib.sha256(
+                json.dumps(variables[name], sort_keys=True).encode("utf-8")).hexdigest()
     host = task_vars.get("inventory_hostname")
     play_hosts = list(task_vars.get("ansible_play_hosts_all") or [])
     connection = []

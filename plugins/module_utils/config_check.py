@@ -36,15 +36,17 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 # collection: a name nothing in the collection mentions is reported.
 PREFIXES = ("laguna", "preflight", "staging", "vllm_patch", "ray_cluster", "vllm_serve",
             "fabric_env", "fabric", "linger", "teardown", "venv", "ssh_mesh", "network_gate",
-            "draft_quant", "benchmark")
+            "draft_quant", "benchmark", "firewall")
 
 
 class Bound(object):
     """Range or format of one variable (applied after type coercion)."""
 
     def __init__(self, min=None, max=None, fmt=None, elements=None, keys=None, min_items=None,
-                 nullable=True):
+                 nullable=True, each=None):
         self.min, self.max, self.fmt = min, max, fmt
+        # ``each``: a Bound for every value of a dict (such as a port map).
+        self.each = each
         self.elements, self.keys, self.min_items = elements, keys, min_items
         self.nullable = nullable
 
@@ -100,6 +102,8 @@ FORMATS = {
     "property": (lambda v: bool(re.match(r"^[A-Z][A-Za-z0-9]*$", v)), "a systemd property name such as MemoryMax"),
     "url": (lambda v: bool(re.match(r"^(https?|file)://\S+$", v)), "an http(s) or file URL"),
     "option": (lambda v: bool(v) and not v.isspace(), "a non-empty command-line argument"),
+    "secret": (lambda v: v == "" or bool(re.match(r"^[!#%&(-\[\]-~]+$", v)),
+               "printable ASCII without spaces, quotes, backslashes or $ (or empty)"),
 }
 
 ANY = Bound()  # declared free-form: any value of the declared type
@@ -229,6 +233,7 @@ BOUNDS = {
     # vllm_serve
     "vllm_serve_served_model_name": Bound(fmt="word"),
     "vllm_serve_host": Bound(fmt="host"),
+    "vllm_serve_api_key": Bound(fmt="secret"),
     "vllm_serve_tensor_parallel_size": Bound(min=1, max=64),
     "vllm_serve_distributed_executor_backend": Bound(fmt="word"),
     "vllm_serve_max_model_len": Bound(min=1, max=262144),
@@ -277,6 +282,13 @@ BOUNDS = {
     "laguna_allow_shrink": ANY,
     "laguna_persistent_units": ANY,
     "laguna_restart_sec": Bound(min=1, max=3600),
+    "laguna_stop_timeout": Bound(min=1, max=3600),
+    "laguna_kill_mode": ANY,  # choices
+    # Ray's authentication and ports (roles/laguna)
+    "laguna_ray_auth": ANY,
+    "laguna_ray_auth_token_path": Bound(fmt="abspath"),
+    "laguna_ray_auth_token_generation": Bound(min=0, max=1000000),
+    "laguna_ray_ports": Bound(each=PORT),
     "laguna_fast_url_timeout": Bound(min=1, max=300),
 }
 
@@ -362,6 +374,9 @@ def check_bound(bound, raw, value):
         bad = [key for key in value if not test(str(key))]
         if bad:
             problems.append("key(s) %s not %s" % (", ".join(repr(b) for b in bad), text))
+    if isinstance(value, dict) and bound.each is not None:
+        for key in sorted(value):
+            problems.extend("%s %s" % (key, text) for text in check_bound(bound.each, value[key], value[key]))
     return problems
 
 
@@ -370,10 +385,11 @@ def _show(value):
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def check_values(specs, values, bounds=None):
+def check_values(specs, values, bounds=None, hidden=False):
     """Coerce and range-check ``values`` (only names that are defined).
 
     Returns (coerced values, names whose value changed type, problems).
+    ``hidden``: the values are secrets, never quoted in a problem.
     """
     bounds = BOUNDS if bounds is None else bounds
     coerced, converted, problems = {}, [], []
@@ -390,7 +406,7 @@ def check_values(specs, values, bounds=None):
         value, error = coerce(name, spec, raw)
         if error:
             problems.append("%s=%s: expected %s%s (%s)." % (
-                name, _show(raw), type_text(spec),
+                name, "(hidden)" if hidden else _show(raw), type_text(spec),
                 ", " + bound.describe() if bound is not None and bound.describe() else "", error))
             continue
         coerced[name] = value
@@ -400,7 +416,7 @@ def check_values(specs, values, bounds=None):
             failed = check_bound(bound, raw, value)
             if failed:
                 problems.append("%s=%s: %s; expected %s%s." % (
-                    name, _show(raw), "; ".join(failed), type_text(spec),
+                    name, "(hidden)" if hidden else _show(raw), "; ".join(failed), type_text(spec),
                     ", " + bound.describe() if bound.describe() else ""))
     return coerced, converted, problems
 
@@ -449,6 +465,26 @@ def check_relations(coerced, nodes=None):
     if poll and timeout and poll > timeout:
         problems.append("staging_progress_interval=%s is longer than staging_download_timeout=%s." % (poll, timeout))
     return problems
+
+
+def is_loopback(host):
+    """Whether an address to bind (vllm_serve_host) is reachable from this host only."""
+    if host in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warnings(config, secrets):
+    """Warnings about what the configuration opens to the network."""
+    host = config.get("vllm_serve_host")
+    if host is None or is_loopback(str(host)) or secrets.get("vllm_serve_api_key"):
+        return []
+    return ["vLLM serves its API on %s:%s without an API key: anyone who reaches that port uses the model. "
+            "Set vllm_serve_api_key (in Ansible Vault, or export LAGUNA_VLLM_API_KEY), or vllm_serve_host: "
+            "127.0.0.1 to keep the API to the head." % (host, config.get("laguna_api_port", 8000))]
 
 
 def has_prefix(name, prefixes=PREFIXES):

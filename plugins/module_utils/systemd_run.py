@@ -12,7 +12,9 @@ fingerprint on an active unit and leaves it alone.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
 
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user
@@ -22,16 +24,63 @@ SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "MainPID",
                    "Description", "ExecMainStatus", "FragmentPath", "UnitFileState")
 
 
-def fingerprint(command, environment, properties, working_directory=None, persistent=None):
+def fingerprint(command, environment, properties, working_directory=None, persistent=None, secret=None):
     """A short digest of what a unit runs. ``persistent`` (the unit file's
     other settings, when there is one) changes it; None keeps the digests of
-    transient units as they were."""
+    transient units as they were. ``secret`` is the keyed digest of the
+    secret environment (secret_digest), never the secrets themselves."""
     fields = {"command": list(command), "environment": environment or {},
               "properties": properties or {}, "cwd": working_directory}
     if persistent is not None:
         fields["persistent"] = persistent
+    if secret is not None:
+        fields["secret"] = secret
     payload = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:12]
+
+
+# --- Secret environment: a 0600 file the unit reads, never its command line -
+
+_SALT = re.compile(r"^# laguna-spark salt ([0-9a-f]{32})$", re.M)
+# Printable ASCII without space, quotes, backslash and $: written as is, read
+# back by systemd's EnvironmentFile= parser unchanged.
+_SECRET_VALUE = re.compile(r"^[!#%&(-\[\]-~]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_secret_environment(environment):
+    """Refuse a name or value that an EnvironmentFile= line cannot carry as it is."""
+    for key, value in (environment or {}).items():
+        if not _ENV_NAME.match(str(key)):
+            raise ValueError("secret environment name %r is not a variable name" % key)
+        if not _SECRET_VALUE.match(str(value)):
+            raise ValueError("the value of secret environment variable %s is empty or holds a space, a quote, "
+                             "a backslash, a $ or a non-ASCII character" % key)
+
+
+def salt_of(text):
+    """The random salt recorded in a secret environment file's first line, or None."""
+    match = _SALT.search(text or "")
+    return match.group(1) if match else None
+
+
+def new_salt():
+    return os.urandom(16).hex()
+
+
+def secret_file(environment, salt):
+    """The text of a secret environment file: the salt as a comment (which
+    systemd skips), then KEY=value lines."""
+    lines = ["# laguna-spark salt %s" % salt]
+    lines += ["%s=%s" % (key, environment[key]) for key in sorted(environment)]
+    return "\n".join(lines) + "\n"
+
+
+def secret_digest(environment, salt):
+    """A keyed digest of the secret values: it changes with them, and tells
+    nothing about them without the salt, which only the file's owner reads."""
+    payload = json.dumps(environment, sort_keys=True, separators=(",", ":"))
+    return hmac.new(salt.encode("ascii"), payload.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
 
 
 def description(text, digest):
@@ -98,7 +147,7 @@ def unit_assignment(key, value):
 
 def unit_file(description_text, command, environment=None, properties=None, working_directory=None,
               after=(), restart_sec=10, start_limit_interval=600, start_limit_burst=20,
-              start_env=None):
+              start_env=None, secret_env_file=None):
     """The text of a persistent user unit: enabled in default.target, so the
     user manager (lingering) starts it at boot; Restart=on-failure. With
     ``start_env`` (script path, env file path) the script runs as
@@ -117,6 +166,8 @@ def unit_file(description_text, command, environment=None, properties=None, work
         script, env_file = start_env
         lines += ["ExecStartPre=%s %s" % (unit_word(script), unit_word(env_file)),
                   "EnvironmentFile=-%s" % _specifiers(env_file)]
+    if secret_env_file:
+        lines.append("EnvironmentFile=%s" % _specifiers(secret_env_file))
     lines.append("ExecStart=%s" % " ".join(unit_word(part) for part in command))
     lines += ["Restart=on-failure", "RestartSec=%d" % restart_sec]
     for key in sorted(properties or {}):

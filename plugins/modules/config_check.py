@@ -51,6 +51,12 @@ options:
     description: The variables as the play sees them (only those that are defined).
     type: dict
     default: {}
+  secrets:
+    description:
+      - The secret variables (C(laguna_secret_variables)) as the play sees them, checked
+        like O(values) but never logged, returned or quoted in a message.
+    type: dict
+    default: {}
   defined:
     description: Names of all variables defined for the host.
     type: list
@@ -197,6 +203,7 @@ def main():
         argument_spec=dict(
             specs=dict(type="list", elements="dict", default=[]),
             values=dict(type="dict", default={}),
+            secrets=dict(type="dict", default={}, no_log=True),
             defined=dict(type="list", elements="str", default=[]),
             known=dict(type="list", elements="str", default=[]),
             unknown_variables=dict(type="str", choices=["fail", "warn"], default="fail"),
@@ -217,6 +224,11 @@ def main():
     specs, problems = cc.merge_specs(p["specs"])
     config, coerced, value_problems = cc.check_values(specs, p["values"])
     problems += value_problems
+    checked_secrets, _, secret_problems = cc.check_values(specs, p["secrets"], hidden=True)
+    problems += secret_problems
+    if p["running_unit"]:  # the head: vLLM's API is served there
+        for text in cc.exposure_warnings(config, checked_secrets):
+            module.warn(text)
     problems += cc.check_relations(config, p["nodes"])
 
     unknown = []

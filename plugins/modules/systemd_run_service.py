@@ -115,6 +115,20 @@ options:
   unit_dir:
     description: Where persistent unit files go. Defaults to C(~/.config/systemd/user) of the calling user.
     type: path
+  secret_environment:
+    description:
+      - Environment of the service that must not be seen: API keys, tokens.
+        It is never on a command line, in the unit's properties or
+        description, or in the module's output; the service reads it from
+        C(~/.config/laguna-spark/NAME.secret-env) (mode 0600, the directory
+        0700) through C(EnvironmentFile=).
+      - The fingerprint covers it as a digest keyed with a random salt kept
+        in that file, so a changed secret restarts the service and the
+        fingerprint tells nothing about it.
+      - Values are printable ASCII without spaces, quotes, backslashes or C($).
+      - The file is removed when the service is stopped or runs without secrets.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -231,11 +245,11 @@ def _read(path):
         return None
 
 
-def _write(module, path, text, mode):
+def _write(module, path, text, mode, dir_mode=0o755):
     """Write ``text`` to ``path`` atomically (a temporary file beside it, then atomic_move)."""
     directory = os.path.dirname(path)
     if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+        os.makedirs(directory, dir_mode)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".laguna-")
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
@@ -255,6 +269,8 @@ class Service(object):
         self.unit_path = os.path.join(params["unit_dir"] or os.path.join(home, ".config", "systemd", "user"),
                                       self.unit)
         self.script_path = os.path.join(home, ".config", "laguna-spark", self.unit[:-len(".service")] + ".start-env")
+        self.secret_path = os.path.join(home, ".config", "laguna-spark", self.unit[:-len(".service")] + ".secret-env")
+        self.secret_text = None  # the secret file to write, when it differs
         self.env_file = os.path.join(self.units.env["XDG_RUNTIME_DIR"], "laguna-spark",
                                      self.unit[:-len(".service")] + ".env")
         self.current = self.units.show_or_fail(self.unit, sr.SHOW_PROPERTIES)
@@ -294,12 +310,39 @@ class Service(object):
             if self.module._diff:
                 self.result["diff"] = {"before": _read(self.unit_path) or "", "after": "",
                                        "before_header": self.unit_path, "after_header": self.unit_path}
+        secret = os.path.exists(self.secret_path)
+        if secret:
+            self.result["changed"] = True
         if self.module.check_mode:
             return
         if stop:
             self.units.act(self.unit, "stopped")
         if remove:
             self.remove_file()
+        if secret:
+            os.remove(self.secret_path)
+
+    def secrets(self):
+        """The keyed digest of the secret environment (None without one);
+        the file to write goes to self.secret_text when it differs."""
+        wanted = {str(k): str(v) for k, v in self.params["secret_environment"].items()}
+        if not wanted:
+            return None
+        sr.check_secret_environment(wanted)
+        old = _read(self.secret_path)
+        # A new salt in check mode would be random: any stand-in tells that the file changes.
+        salt = sr.salt_of(old) or ("0" * 32 if self.module.check_mode else sr.new_salt())
+        text = sr.secret_file(wanted, salt)
+        if text != old:
+            self.secret_text = text
+        return sr.secret_digest(wanted, salt)
+
+    def write_secrets(self):
+        """Write the secret file (0600, its directory 0700), or remove one no longer wanted."""
+        if self.secret_text is not None:
+            _write(self.module, self.secret_path, self.secret_text, 0o600, dir_mode=0o700)
+        elif not self.params["secret_environment"] and os.path.exists(self.secret_path):
+            os.remove(self.secret_path)
 
     def settle(self, argv=None):
         deadline = time.time() + self.params["settle"]
@@ -319,13 +362,21 @@ class Service(object):
 
     def transient(self, environment, properties):
         params = self.params
-        digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"])
+        secret = self.secrets()
+        digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"],
+                                secret=secret)
         self.result["fingerprint"] = digest
+        stale_secret = secret is None and os.path.exists(self.secret_path)
         if params["state"] == "started" and self.running and self.previous == digest and not self.from_file:
+            # Same secrets, but their file was edited or is left over: put it right.
+            self.result["changed"] = stale_secret or self.secret_text is not None
+            if self.result["changed"] and not self.module.check_mode:
+                self.write_secrets()
             return
+        run_properties = dict(properties, EnvironmentFile=self.secret_path) if secret else properties
         argv = sr.run_argv(
             self.module.get_bin_path("systemd-run", required=True), self.unit[:-len(".service")],
-            params["command"], environment, properties,
+            params["command"], environment, run_properties,
             sr.description(params["description"], digest), params["working_directory"])
         self.result.update(changed=True, argv=argv, action="restarted" if self.running else "started",
                            active_state="active", persistent=False)
@@ -335,6 +386,7 @@ class Service(object):
             self.units.act(self.unit, "stopped")
         if self.has_file:
             self.remove_file()
+        self.write_secrets()
         # Arguments reach systemd as given: no ~ or $VAR expansion by run_command.
         rc, out, err = self.module.run_command(argv, environ_update=self.units.env, expand_user_and_vars=False)
         if rc != 0:
@@ -354,14 +406,19 @@ class Service(object):
         self.result["start_env_drift"] = drift
         settings = {"after": params["after"], "restart_sec": params["restart_sec"],
                     "start_limit_burst": params["start_limit_burst"], "start_env_script": script}
-        digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"], settings)
+        secret = self.secrets()
+        digest = sr.fingerprint(params["command"], environment, properties, params["working_directory"], settings,
+                                secret=secret)
         text = sr.unit_file(
             sr.description(params["description"], digest), params["command"], environment, properties,
             params["working_directory"], after=params["after"], restart_sec=params["restart_sec"],
             start_limit_burst=params["start_limit_burst"],
-            start_env=(self.script_path, self.env_file) if script else None)
+            start_env=(self.script_path, self.env_file) if script else None,
+            secret_env_file=self.secret_path if secret else None)
         old_text = _read(self.unit_path)
-        files_ok = old_text == text and (script is None or _read(self.script_path) == script)
+        stale_secret = secret is None and os.path.exists(self.secret_path)
+        files_ok = (old_text == text and (script is None or _read(self.script_path) == script)
+                    and self.secret_text is None and not stale_secret)
         loaded = self.from_file and self.previous == digest
         enabled = self.current.get("UnitFileState") == "enabled"
         self.result.update(fingerprint=digest, unit_file=self.unit_path, persistent=True)
@@ -386,6 +443,7 @@ class Service(object):
         if not files_ok:
             if script is not None:
                 _write(self.module, self.script_path, script, 0o755)
+            self.write_secrets()
             _write(self.module, self.unit_path, text, 0o644)
         if not loaded:
             self.ctl("daemon-reload")
@@ -417,6 +475,7 @@ def main():
             start_env_script=dict(type="str"),
             start_env_keys=dict(type="list", elements="str", default=[], no_log=False),
             unit_dir=dict(type="path"),
+            secret_environment=dict(type="dict", default={}, no_log=True),
         ),
         required_if=[("state", "started", ["command"]), ("state", "restarted", ["command"])],
         supports_check_mode=True,

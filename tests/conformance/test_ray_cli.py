@@ -6,6 +6,12 @@
   argv (loopback address, a free port, one CPU, `--num-gpus 1`, as the molecule
   nodes do), its `ray status` output parsed by plugins/module_utils/ray_status.py.
   The head runs in its own session, which the test ends by its process group.
+* Token authentication: that head runs as the collection runs its raylets
+  (RAY_AUTH_MODE=token, the token from the environment), and Ray's own clients
+  are tried against it: `ray status`, a driver running a task, and a raylet
+  joining (`ray start --address`), each without the token, with a wrong one,
+  and (status, driver) with the right one from its file, as the collection's
+  `ray` commands find it (RAY_AUTH_TOKEN_PATH).
 """
 
 import os
@@ -85,18 +91,53 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+def _run(argv, env, timeout=90):
+    """(rc, output) of a client command in a session of its own, bounded: on
+    the timeout its whole process group (a raylet it started) is killed."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc, out = "timeout", ""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if rc == "timeout":
+        out = proc.communicate()[0]
+    return rc, out
+
+
+DRIVER = ("import ray, sys\n"
+          "ray.init(address=sys.argv[1], log_to_driver=False)\n"
+          "print('RAN', ray.get(ray.remote(num_cpus=0)(lambda: 'on the head').remote()))\n")
+
+
 @pytest.fixture(scope="module")
-def real_status(ray_bin, head):
+def real_head(ray_bin, head):
+    """A real Ray 2.60 head with token authentication, and what Ray's clients got from it."""
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="rayc-", dir="/tmp")  # short: Ray's socket paths
+    token = "%064x" % int.from_bytes(os.urandom(32), "big")
+    token_path = os.path.join(temp, "auth_token")
+    with open(token_path, "w") as handle:
+        handle.write(token)
     argv = [ray_bin] + head["ray"]["argv"][1:]
     argv = _set(_set(argv, "--node-ip-address", "127.0.0.1"), "--port", str(port))
     argv += ["--num-cpus", "1", "--num-gpus", "1", "--temp-dir", temp, "--include-dashboard", "false",
              "--disable-usage-stats"]
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0")
+    base = dict((k, v) for k, v in os.environ.items() if not k.startswith("RAY_AUTH"))
+    base.update(RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0", HOME=temp)
+    # As the collection's units run Ray: the mode in the environment, the token from the private file.
+    server_env = dict(base, RAY_AUTH_MODE=head["ray"]["environment"]["RAY_AUTH_MODE"], RAY_AUTH_TOKEN=token)
+    # As the collection's `ray` commands run (laguna_ray_client_env).
+    client_env = dict(base, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=token_path)
+    address = "127.0.0.1:%d" % port
     log = open(os.path.join(temp, "head.log"), "w")
     started = time.time()
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=server_env, start_new_session=True)
     try:
         deadline, out = time.time() + 90, None
         while time.time() < deadline:
@@ -107,17 +148,35 @@ def real_status(ray_bin, head):
             except OSError:
                 time.sleep(0.5)
                 continue
-            res = subprocess.run([ray_bin, "status", "--address", "127.0.0.1:%d" % port], env=env,
-                                 capture_output=True, text=True, timeout=60, check=False)
-            if res.returncode == 0 and "Active:" in res.stdout and "GPU" in res.stdout:
-                out = res.stdout
+            rc, text = _run([ray_bin, "status", "--address", address], client_env, 60)
+            if rc == 0 and "Active:" in text and "GPU" in text:
+                out = text
                 break
             time.sleep(2)
         if out is None:
             log.flush()
             raise AssertionError("the Ray 2.60 head did not come up:\n" + open(log.name).read()[-3000:])
         print("ray head up and `ray status` answered in %.1f s" % (time.time() - started))
-        return out
+        wrong = dict(base, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN="%064x" % 7)
+        python = os.path.join(os.path.dirname(ray_bin), "python")
+        outcomes = {
+            "status": out,
+            "status_no_token": _run([ray_bin, "status", "--address", address], base, 60),
+            "status_wrong_token": _run([ray_bin, "status", "--address", address], wrong, 60),
+            "driver_no_token": _run([python, "-c", DRIVER, address], base, 90),
+            "driver_wrong_token": _run([python, "-c", DRIVER, address], wrong, 90),
+            "driver_token": _run([python, "-c", DRIVER, address], client_env, 120),
+        }
+        # A raylet joining without the token: in a temp dir and on ports of its own.
+        join_temp = tempfile.mkdtemp(prefix="rayj-", dir="/tmp")
+        join = [ray_bin, "start", "--block", "--address", address, "--node-ip-address", "127.0.0.1",
+                "--num-cpus", "1", "--temp-dir", join_temp, "--disable-usage-stats",
+                "--node-manager-port", str(_free_port()), "--object-manager-port", str(_free_port()),
+                "--min-worker-port", "20002", "--max-worker-port", "20099"]
+        outcomes["join_no_token"] = _run(join, dict(base, HOME=join_temp), 90)
+        outcomes["status_after"] = _run([ray_bin, "status", "--address", address], client_env, 60)
+        shutil.rmtree(join_temp, ignore_errors=True)
+        return outcomes
     finally:
         # End this head: its session is ours alone (start_new_session).
         for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 20)):
@@ -135,6 +194,36 @@ def real_status(ray_bin, head):
             pass
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def real_status(real_head):
+    return real_head["status"]
+
+
+def test_the_rendered_raylets_run_with_token_authentication(head, workers):
+    for host in [head] + workers:
+        assert host["ray"]["environment"]["RAY_AUTH_MODE"] == "token"
+        assert not any("TOKEN" in key and key != "RAY_AUTH_MODE" for key in host["ray"]["environment"])
+
+
+def test_ray_clients_without_the_token_are_refused(real_head):
+    for case in ("status_no_token", "status_wrong_token", "driver_no_token", "driver_wrong_token"):
+        rc, text = real_head[case]
+        assert rc != 0 and "RAN" not in text, (case, text[-2000:])
+        assert "auth" in text.lower() or "token" in text.lower(), (case, text[-2000:])
+
+
+def test_a_raylet_without_the_token_cannot_join(real_head):
+    rc, text = real_head["join_no_token"]
+    assert rc != 0, text[-2000:]
+    rc, after = real_head["status_after"]
+    assert rc == 0 and len(ray_status.parse(after)["active_nodes"]) == 1, after
+
+
+def test_a_driver_with_the_token_runs_a_task(real_head):
+    rc, text = real_head["driver_token"]
+    assert rc == 0 and "RAN on the head" in text, text[-2000:]
 
 
 def test_ray_status_parser_reads_a_real_ray_2_60_head(real_status):

@@ -293,3 +293,74 @@ def test_a_persistent_unit_waiting_to_be_restarted_is_stopped_and_removed(system
     assert result["changed"] and result["action"] == "stopped"
     assert ["stop", "laguna-ray-head.service"] in [c[2:] for c in systemd.calls("systemctl")]
     assert not (tmp_path / "units" / "laguna-ray-head.service").exists()
+
+
+# --- secret environment ---------------------------------------------------------
+
+SECRET = "sk-0123456789abcdef"
+
+
+def _secret_args(tmp_path, monkeypatch, value=SECRET, **extra):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return dict(ARGS, runtime_dir=str(tmp_path / "run"), secret_environment={"VLLM_API_KEY": value}, **extra)
+
+
+def test_secrets_go_to_a_private_file_never_to_the_command_line_or_the_result(systemd, run_module, tmp_path,
+                                                                              monkeypatch):
+    result = run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch))
+    assert result["changed"] and result["action"] == "started"
+    path = tmp_path / ".config" / "laguna-spark" / "laguna-ray-head.secret-env"
+    text = path.read_text()
+    assert "VLLM_API_KEY=%s\n" % SECRET in text and sr.salt_of(text)
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    argv = systemd.calls("systemd-run")[0]
+    assert "--property=EnvironmentFile=%s" % path in argv
+    assert SECRET not in json.dumps(systemd.read()) and SECRET not in json.dumps(result)
+    # The fingerprint covers the secret by a keyed digest only.
+    assert result["fingerprint"] != sr.fingerprint(ARGS["command"], {k: str(v) for k, v in ARGS["environment"].items()},
+                                                   {k: str(v) for k, v in ARGS["properties"].items()})
+
+
+def test_the_same_secret_leaves_the_service_alone_a_new_one_restarts_it(systemd, run_module, tmp_path, monkeypatch):
+    first = run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch))
+    again = run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch))
+    assert not again["changed"] and again["fingerprint"] == first["fingerprint"]
+    rotated = run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch, value="sk-rotated-key"))
+    assert rotated["changed"] and rotated["action"] == "restarted"
+    assert rotated["fingerprint"] != first["fingerprint"]
+    path = tmp_path / ".config" / "laguna-spark" / "laguna-ray-head.secret-env"
+    assert "VLLM_API_KEY=sk-rotated-key\n" in path.read_text()
+    # Dropping the secret restarts without the file, and removes it.
+    plain = run_module(systemd_run_service, dict(ARGS, runtime_dir=str(tmp_path / "run")))
+    assert plain["changed"] and not path.exists()
+    assert "--property=EnvironmentFile=%s" % path not in systemd.calls("systemd-run")[-1]
+
+
+def test_secret_check_mode_writes_nothing(systemd, run_module, tmp_path, monkeypatch):
+    result = run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch), check_mode=True)
+    assert result["changed"] and not (tmp_path / ".config" / "laguna-spark").exists()
+    assert SECRET not in json.dumps(result)
+
+
+def test_a_secret_that_a_file_cannot_carry_is_refused_without_showing_it(systemd, run_module, tmp_path, monkeypatch):
+    result = run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch, value='has "quote"'))
+    assert result.failed and "VLLM_API_KEY" in result["msg"] and "quote\"" not in json.dumps(result)
+
+
+def test_stopping_removes_the_secret_file(systemd, run_module, tmp_path, monkeypatch):
+    run_module(systemd_run_service, _secret_args(tmp_path, monkeypatch))
+    path = tmp_path / ".config" / "laguna-spark" / "laguna-ray-head.secret-env"
+    assert path.exists()
+    result = run_module(systemd_run_service, {"name": "laguna-ray-head", "state": "stopped",
+                                              "runtime_dir": str(tmp_path / "run")})
+    assert result["changed"] and not path.exists()
+
+
+def test_a_persistent_unit_reads_its_secrets_from_the_private_file(systemd, run_module, tmp_path, monkeypatch):
+    args = dict(_persistent(tmp_path, monkeypatch), secret_environment={"RAY_AUTH_TOKEN": "ab" * 32})
+    result = run_module(systemd_run_service, args)
+    assert result["changed"]
+    text = (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    path = tmp_path / ".config" / "laguna-spark" / "laguna-ray-head.secret-env"
+    assert "EnvironmentFile=%s" % path in text and "ab" * 32 not in text
+    assert not run_module(systemd_run_service, args)["changed"]
