@@ -13,7 +13,16 @@ What it does like vLLM, because the collection depends on it:
     each node's raylet) that holds the node's GPU: a flock on the stand-in
     device file, whose holders the nvidia-smi stand-in reports;
   * serves /v1/models, /v1/chat/completions (also streaming, with usage),
-    /v1/completions, /health and /metrics with the spec-decode counters.
+    /v1/completions, /health and /metrics with the spec-decode counters;
+  * an API key as vLLM 0.25.1 takes it: `--api-key` declared as vLLM's
+    parser declares it (one or more keys; "" and "None" stand for none),
+    else the VLLM_API_KEY environment variable (api_key_tokens()); with a
+    key, a request to a path under /v1, /v2 or /inference (OPTIONS aside)
+    needs `Authorization: Bearer <a key>` (the scheme in any case) or is
+    answered 401 {"error":"Unauthorized"}, byte for byte vLLM's
+    AuthenticationMiddleware; /health, /metrics, /tokenize, /detokenize and
+    /version stay open (authorized(), compared with vLLM's middleware by
+    tests/conformance/test_vllm_api_key.py).
 What it fakes: the tokens. It streams a fixed code snippet word by word at
 LAGUNA_STANDIN_TOKENS_PER_S, accepting LAGUNA_STANDIN_ACCEPTANCE of each
 k-token draft (0 stands for a mismatched draft).
@@ -22,12 +31,15 @@ k-token draft (0 stands for a mismatched draft).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import secrets
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
 
 from vllm.entrypoints import speed_model
 
@@ -57,6 +69,50 @@ def log_draft_kernel():
     log("Using %s for CompressedTensorsWNA16" % "MarlinLinearKernel", "compressed_tensors_wNa16.py:137")
 
 
+# vllm/entrypoints/serve/utils/server_utils.py: the paths the API key guards.
+GUARDED_PREFIX = ("/v1", "/v2", "/inference")
+# What vLLM's AuthenticationMiddleware answers (a starlette JSONResponse).
+UNAUTHORIZED = (401, json.dumps({"error": "Unauthorized"}, separators=(",", ":")))
+
+
+def optional_str(value):
+    """vLLM's optional_type(str) (vllm/engine/arg_utils.py): "" and "None" are None."""
+    return None if value in ("", "None") else str(value)
+
+
+def api_key_tokens(api_key, environ=None):
+    """The keys the server accepts, as vLLM's build_app picks them
+    (vllm/entrypoints/openai/api_server.py):
+    ``[key for key in (args.api_key or [envs.VLLM_API_KEY]) if key]``;
+    an empty list serves without a key."""
+    environ = os.environ if environ is None else environ
+    return [key for key in (api_key or [environ.get("VLLM_API_KEY")]) if key]
+
+
+def authorized(path, method, authorization, tokens):
+    """Whether a request passes vLLM's AuthenticationMiddleware.
+
+    path is the request's decoded path (no query), method its HTTP method,
+    authorization its first Authorization header or None, tokens the keys of
+    api_key_tokens() (none: vLLM adds no middleware and lets everything in).
+    Like vLLM: OPTIONS and paths outside GUARDED_PREFIX pass; otherwise the
+    header must be "<scheme> <key>" with the scheme "bearer" in any case and
+    the key's sha256 equal to one token's (compared in constant time).
+    """
+    if not tokens or method == "OPTIONS" or not path.startswith(GUARDED_PREFIX):
+        return True
+    if not authorization:
+        return False
+    scheme, _sep, param = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    digest = hashlib.sha256(param.encode("utf-8")).digest()
+    match = False
+    for token in tokens:
+        match |= secrets.compare_digest(digest, hashlib.sha256(token.encode("utf-8")).digest())
+    return match
+
+
 def parser():
     top = argparse.ArgumentParser(prog="vllm")
     sub = top.add_subparsers(dest="command", required=True)
@@ -78,7 +134,8 @@ def parser():
     serve.add_argument("--trust-remote-code", action="store_true")
     serve.add_argument("--dtype")
     serve.add_argument("--kv-cache-dtype")
-    serve.add_argument("--api-key")
+    # vLLM's FrontendArgs.api_key (list[str] | None): nargs="+", optional_type(str).
+    serve.add_argument("--api-key", nargs="+", type=optional_str, default=None)
     sub.add_parser("--version")
     return top
 
@@ -216,9 +273,19 @@ class Engine:
         return self._started
 
 
-def handler_for(engine):
+def handler_for(engine, api_tokens=()):
+    """The request handler; api_tokens: the keys of api_key_tokens() (none: no key needed)."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+
+        def admitted(self):
+            """authorized(), or a 401 sent (the request's body read first, for the connection's sake)."""
+            path = unquote(urlsplit(self.path).path)
+            if authorized(path, self.command, self.headers.get("Authorization"), api_tokens):
+                return True
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send(*UNAUTHORIZED)
+            return False
 
         def log_message(self, fmt, *args):
             log("%s - %s" % (self.address_string(), fmt % args))
@@ -232,6 +299,8 @@ def handler_for(engine):
             self.wfile.write(data)
 
         def do_GET(self):
+            if not self.admitted():
+                return
             if self.path == "/health":
                 self.send(200, "", "text/plain")
             elif self.path == "/v1/models":
@@ -246,6 +315,8 @@ def handler_for(engine):
                 self.send(404, {"error": "not found"})
 
         def do_POST(self):
+            if not self.admitted():
+                return
             length = int(self.headers.get("Content-Length") or 0)
             try:
                 req = json.loads(self.rfile.read(length) or b"{}")
@@ -321,7 +392,8 @@ def serve(args):
         reserve_gpus(args.tensor_parallel_size * args.pipeline_parallel_size)
     engine = Engine(args.served_model_name or args.model, spec, args.max_model_len)
     log_kv_cache(args.kv_cache_memory_bytes, args.max_model_len)
-    server = ThreadingHTTPServer((args.host, args.port), handler_for(engine))
+    tokens = api_key_tokens(args.api_key)
+    server = ThreadingHTTPServer((args.host, args.port), handler_for(engine, tokens))
     server.daemon_threads = True
     log("Starting vLLM API server on http://%s:%d" % (args.host, args.port))
     server.serve_forever()
