@@ -15,9 +15,17 @@ description:
     KV-cache-scale condition of C(DFlashLagunaModel.load_weights) in vLLM's
     C(model_executor/models/laguna_dflash.py). Without it a W4A16 DFlash draft
     fails to load.
+  - Whether the file is already patched is decided on the parsed code
+    (Python's C(ast)), not on text. A C(self.quant_config.get_cache_scale(...))
+    call in the method is guarded when the C(hasattr) check is evaluated
+    before it in its condition (an earlier operand of the C(and), or the test
+    of an enclosing C(if)). The guard quoted in a comment, a string, a
+    docstring or another function does not count, and the guard is then
+    inserted into the real condition.
   - Idempotent; supports check mode and diff mode; can keep a backup.
-  - Fails, changing nothing, when the file is missing or when neither the
-    expected unguarded code nor the guard is in the method (vLLM version drift).
+  - Fails, changing nothing, when the file is missing, when the method has no
+    C(get_cache_scale) call of the shape the patch knows, or when the patched
+    file would not parse or would leave a call unguarded (vLLM version drift).
 options:
   path:
     description: Path of C(laguna_dflash.py). Mutually exclusive with O(venv).

@@ -1,3 +1,4 @@
+import ast
 import importlib.util
 import os
 import shutil
@@ -133,3 +134,160 @@ def test_single_line_condition_is_patched_too():
     assert state == "patched"
     assert 'is not None and hasattr(self.quant_config, "get_cache_scale") and (scale_name :=' in after
     assert dflash_patch.patch_source(after) == (after, "already_patched")
+
+
+# "Already patched" is decided on the parsed code: the guard must be in the
+# condition that guards the get_cache_scale call, evaluated before it.
+
+STANDIN_IF = '            if self.quant_config is not None and (\n'
+PATCHED_IF = '            if self.quant_config is not None and hasattr(self.quant_config, "get_cache_scale") and (\n'
+
+
+def own_nodes(function):
+    """The nodes of a function's own code (not of functions defined in it)."""
+    todo = list(ast.iter_child_nodes(function))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def guarding_condition(source, class_name="DFlashLagunaModel", method_name="load_weights"):
+    """The `if` test around the method's get_cache_scale call, checked here with ast on its own."""
+    tree = ast.parse(source)
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
+    method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == method_name)
+    ifs = [n for n in own_nodes(method) if isinstance(n, ast.If) and any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "get_cache_scale"
+        for c in ast.walk(n.test))]
+    assert len(ifs) == 1, ast.dump(method)
+    return ifs[0].test
+
+
+def guard_precedes_call(test):
+    """The test is `... and hasattr(self.quant_config, "get_cache_scale") and ... (get_cache_scale(...))`."""
+    guard = ast.dump(ast.parse('hasattr(self.quant_config, "get_cache_scale")', mode="eval").body)
+    assert isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And), ast.dump(test)
+    dumps = [ast.dump(v) for v in test.values]
+    call_at = next(i for i, v in enumerate(test.values) if any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "get_cache_scale"
+        for c in ast.walk(v)))
+    return guard in dumps[:call_at]
+
+
+def standin_with(old, new, count=1):
+    source = open(STANDIN_DFLASH).read()
+    assert source.count(old) == count, old
+    return source.replace(old, new)
+
+
+def assert_patched_in_the_condition(source):
+    after, state = dflash_patch.patch_source(source)
+    assert state == "patched"
+    assert not guard_precedes_call(guarding_condition(source))
+    assert guard_precedes_call(guarding_condition(after))
+    compile(after, "laguna_dflash.py", "exec")
+    assert dflash_patch.patch_source(after) == (after, "already_patched")
+    return after
+
+
+def test_guard_quoted_in_a_comment_is_not_patched():
+    for comment in (
+            # a comment line in the method, and one on the condition's own line
+            ('        for name, loaded_weight in weights:\n',
+             '        # needs hasattr(self.quant_config, "get_cache_scale") for W4A16\n'
+             '        for name, loaded_weight in weights:\n'),
+            (STANDIN_IF, STANDIN_IF.rstrip("\n") + '  # hasattr(self.quant_config, "get_cache_scale")\n')):
+        after = assert_patched_in_the_condition(standin_with(*comment))
+        assert after.count('hasattr(self.quant_config, "get_cache_scale")') == 2  # the comment is kept
+
+
+def test_guard_quoted_in_a_docstring_or_string_is_not_patched():
+    signature = '    def load_weights(self, weights: Iterable[tuple[str, object]]) -> set[str]:\n'
+    docstring = signature + '        """Guarded by hasattr(self.quant_config, "get_cache_scale")."""\n'
+    assignment = signature + "        note = 'hasattr(self.quant_config, \"get_cache_scale\")'\n"
+    fstring = signature + "        note = f'{hasattr}(self.quant_config, \"get_cache_scale\")'\n"
+    for new in (docstring, assignment, fstring):
+        assert_patched_in_the_condition(standin_with(signature, new))
+
+
+def test_module_patches_a_file_whose_only_guard_is_quoted(tmp_path, run_module):
+    target = tmp_path / "laguna_dflash.py"
+    target.write_text(standin_with(STANDIN_IF, STANDIN_IF.rstrip("\n") + '  # hasattr(self.quant_config, "get_cache_scale")\n'))
+    checked = run_module(laguna_dflash_patch, {"path": str(target)}, check_mode=True)
+    assert checked["changed"] and checked["patch_state"] == "patched"
+    result = run_module(laguna_dflash_patch, {"path": str(target)})
+    assert result["changed"] and result["patch_state"] == "patched"
+    assert guard_precedes_call(guarding_condition(target.read_text()))
+    loaded = load(str(target)).DFlashLagunaModel(NoCacheScale()).load_weights(WEIGHTS)
+    assert "layers.0.self_attn.qkv_proj.weight" in loaded
+
+
+def test_guard_in_another_function_is_not_patched():
+    guarded = ('    def other(self, name):\n'
+               '        if self.quant_config is not None and hasattr(self.quant_config, "get_cache_scale") and (\n'
+               '            scale_name := self.quant_config.get_cache_scale(name)\n'
+               '        ):\n'
+               '            return scale_name\n\n')
+    # another method of the same class, another class's load_weights, and a function nested in the method
+    method = standin_with('    def named_parameters(self):\n', guarded + '    def named_parameters(self):\n')
+    other_class = open(STANDIN_DFLASH).read() + "\n\nclass Other:\n" + guarded.replace("def other", "def load_weights")
+    signature = '    def load_weights(self, weights: Iterable[tuple[str, object]]) -> set[str]:\n'
+    nested = standin_with(signature, signature + "".join("    " + line if line.strip() else line
+                                                         for line in guarded.splitlines(True)))
+    for source in (method, other_class, nested):
+        assert_patched_in_the_condition(source)
+
+
+def test_guard_after_the_call_or_under_or_does_not_count():
+    call = '                scale_name := self.quant_config.get_cache_scale(name)\n            ):\n'
+    after_call = standin_with(call, '                scale_name := self.quant_config.get_cache_scale(name)\n'
+                                    '            ) and hasattr(self.quant_config, "get_cache_scale"):\n')
+    under_or = standin_with(STANDIN_IF, '            if self.quant_config is not None and (hasattr(self.quant_config, '
+                                        '"get_cache_scale") or name) and (\n')
+    for source in (after_call, under_or):
+        after, state = dflash_patch.patch_source(source)
+        assert state == "patched"
+        assert dflash_patch.patch_source(after) == (after, "already_patched")
+    assert PATCHED_IF.replace(" and (\n", "") in dflash_patch.patch_source(after_call)[0]
+
+
+def test_guard_in_the_real_condition_is_already_patched(tmp_path, run_module):
+    recipe = standin_with(STANDIN_IF, '            if self.quant_config is not None and hasattr(\n'
+                                      '                self.quant_config, "get_cache_scale"\n'
+                                      '            ) and (\n')
+    patched = standin_with(STANDIN_IF, PATCHED_IF)
+    single_quotes = standin_with(STANDIN_IF, PATCHED_IF.replace('"get_cache_scale"', "'get_cache_scale'"))
+    nested_if = standin_with(STANDIN_IF, '            if hasattr(self.quant_config, "get_cache_scale") and (\n'
+                                         '                self.quant_config is not None) and (\n')
+    for source in (recipe, patched, single_quotes, nested_if):
+        assert dflash_patch.patch_source(source) == (source, "already_patched")
+        target = tmp_path / "laguna_dflash.py"
+        target.write_text(source)
+        result = run_module(laguna_dflash_patch, {"path": str(target)}, diff=True)
+        assert not result["changed"] and result["patch_state"] == "already_patched"
+        assert "backup_file" not in result and "diff" not in result
+        assert target.read_text() == source and os.listdir(tmp_path) == ["laguna_dflash.py"]
+
+
+def test_call_under_an_if_that_tests_the_guard_is_already_patched():
+    source = (
+        "class DFlashLagunaModel:\n"
+        "    def load_weights(self, weights):\n"
+        "        for name, w in weights:\n"
+        "            if hasattr(self.quant_config, 'get_cache_scale'):\n"
+        "                scale_name = self.quant_config.get_cache_scale(name)\n"
+    )
+    assert dflash_patch.patch_source(source) == (source, "already_patched")
+    unguarded = source.replace("if hasattr(", "if not hasattr(")
+    with pytest.raises(dflash_patch.PatchError, match="version drift"):
+        dflash_patch.patch_source(unguarded)
+
+
+def test_offsets_survive_non_ascii_text_and_form_feeds():
+    """ast counts columns in UTF-8 bytes and lines at newlines only; the edit lands in the condition."""
+    source = standin_with(STANDIN_IF, '            if self.quant_config is not None and name != "é—ü" and (\n')
+    source = source.replace("class DFlashLagunaModel:", "\f\n# \u2028 ¶\nclass DFlashLagunaModel:")
+    after = assert_patched_in_the_condition(source)
+    assert '!= "é—ü" and hasattr(self.quant_config, "get_cache_scale") and (\n' in after
