@@ -5,7 +5,9 @@
 # holding, for the nodes' platform (bookworm's CPython 3.11, this machine's
 # architecture unless LAGUNA_NODE_ARCH says otherwise):
 #   - the real Ray, huggingface_hub (its `hf` CLI) and ninja wheels with all
-#     their dependencies, from PyPI;
+#     their dependencies, from PyPI; Ray's and huggingface_hub's versions are
+#     the venv role's pins, read from roles/venv/defaults/main.yml (the role
+#     leaves ninja's version open);
 #   - stand-ins with the real names and versions for what needs a GPU:
 #     vllm 0.25.1 (tests/doubles/vllm_standin) and torch 2.11.0+cu130.
 # molecule/default/create.yml serves it on the test network. Rebuilt only
@@ -15,7 +17,22 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$root/.cache/node-index}"
 PYTHON="${PYTHON:-$root/.venv/bin/python}"
 PY_VERSION="${LAGUNA_NODE_PYTHON:-3.11}"
-PINS=(ray==2.60.0 huggingface_hub==2.4.0 ninja==1.13.2)
+# The line `  - NAME==VERSION` of the venv role's venv_pins; fails unless there is exactly one.
+role_pin() {
+  local found
+  found="$(sed -n "s/^  - \($1==[A-Za-z0-9.+!_-]*\)[[:space:]]*\$/\1/p" "$root/roles/venv/defaults/main.yml")"
+  if [ -z "$found" ] || [ "$(printf '%s\n' "$found" | wc -l)" -ne 1 ]; then
+    echo "node-index: no single '  - $1==VERSION' line in roles/venv/defaults/main.yml (venv_pins)" >&2
+    return 1
+  fi
+  echo "$found"
+}
+ray_pin="$(role_pin ray)"
+hf_pin="$(role_pin huggingface_hub)"
+PINS=("$ray_pin" "$hf_pin" ninja==1.13.2)
+if [ "${1:-}" = --pins ]; then
+  echo "${PINS[*]}"; exit 0
+fi
 ARCH="${LAGUNA_NODE_ARCH:-$(uname -m)}"
 read -r _deb PIP_PLATFORMS <<<"$(bash "$root/scripts/build-node-image.sh" --print-platform "$ARCH")"
 

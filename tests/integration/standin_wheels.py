@@ -16,7 +16,7 @@ STANDINS = [
     ("vllm", "0.25.1", ["torch==2.11.0", "ninja"], ["vllm"]),
     ("torch", "2.11.0+cu130", [], []),
     ("ray", "2.60.0", [], ["ray"]),
-    ("huggingface_hub", "1.5.0", [], ["hf"]),
+    ("huggingface_hub", "2.4.0", [], ["hf"]),  # the venv role's pin
     ("ninja", "1.13.0", [], ["ninja"]),
 ]
 
