@@ -1,7 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""Talk to a vLLM OpenAI-compatible server (through ansible.module_utils.urls)."""
+"""Talk to a vLLM OpenAI-compatible server (through ansible.module_utils.urls).
+
+Every request helper takes ``api_key``: when set, the request carries
+``Authorization: Bearer <key>`` (headers(), the one place that builds a
+request's headers). vLLM checks it on the paths under /v1, /v2 and
+/inference when it serves with a key (--api-key or VLLM_API_KEY); a 401
+raises Unauthorized, whose message names the fix and never the key.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +41,29 @@ class ServerError(Exception):
     """The server answered with an error; the message carries its explanation."""
 
 
+class Unauthorized(ServerError):
+    """401: the server wants an API key, or another one."""
+
+
+def headers(api_key=None, accept="application/json", json_body=False):
+    """The headers of a request: Accept, Content-Type for a JSON body, the key as a Bearer token."""
+    out = {"Accept": accept}
+    if json_body:
+        out["Content-Type"] = "application/json"
+    if api_key:
+        out["Authorization"] = "Bearer " + api_key
+    return out
+
+
+def unauthorized_message(url, api_key):
+    """What a 401 means, naming the fix (the key itself never)."""
+    if api_key:
+        return ("401 Unauthorized: %s refused the API key sent; set vllm_serve_api_key (the api_key option) "
+                "to the key vLLM serves with (its VLLM_API_KEY or --api-key)" % url)
+    return ("401 Unauthorized: %s requires an API key; set vllm_serve_api_key (the api_key option) "
+            "to the key vLLM serves with (its VLLM_API_KEY or --api-key)" % url)
+
+
 _CONTEXTS = {}
 
 
@@ -50,15 +80,15 @@ def _context(url):
     return _CONTEXTS[kind]
 
 
-def _open(url, payload=None, timeout=30, accept="application/json"):
+def _open(url, payload=None, timeout=30, accept="application/json", api_key=None):
     data = json.dumps(payload).encode("utf-8") if payload is not None else None
-    headers = {"Accept": accept}
-    if data is not None:
-        headers["Content-Type"] = "application/json"
     try:
-        return Request().open("POST" if data is not None else "GET", url, data=data, headers=headers,
+        return Request().open("POST" if data is not None else "GET", url, data=data,
+                              headers=headers(api_key, accept, data is not None),
                               timeout=timeout, follow_redirects="none", context=_context(url))
     except Exception as exc:  # HTTPError carries the server's explanation in its body
+        if getattr(exc, "code", None) == 401:
+            raise Unauthorized(unauthorized_message(url, api_key))
         body = ""
         reader = getattr(exc, "read", None)
         if reader is not None:
@@ -76,50 +106,50 @@ def _open(url, payload=None, timeout=30, accept="application/json"):
         raise
 
 
-def get_text(url, timeout=30):
-    with _open(url, timeout=timeout, accept="*/*") as response:
+def get_text(url, timeout=30, api_key=None):
+    with _open(url, timeout=timeout, accept="*/*", api_key=api_key) as response:
         return response.read().decode("utf-8")
 
 
-def get_json(url, timeout=30):
-    return json.loads(get_text(url, timeout))
+def get_json(url, timeout=30, api_key=None):
+    return json.loads(get_text(url, timeout, api_key))
 
 
-def post_json(url, payload, timeout=300):
-    with _open(url, payload, timeout) as response:
+def post_json(url, payload, timeout=300, api_key=None):
+    with _open(url, payload, timeout, api_key=api_key) as response:
         return json.loads(response.read().decode("utf-8"))
 
 
-def first_model(base_url, timeout=30):
-    return model_info(base_url, timeout)["id"]
+def first_model(base_url, timeout=30, api_key=None):
+    return model_info(base_url, timeout, api_key=api_key)["id"]
 
 
-def model_info(base_url, timeout=30, model=None):
+def model_info(base_url, timeout=30, model=None, api_key=None):
     """The /v1/models entry of ``model`` (the first one when unset)."""
-    models = get_json(base_url.rstrip("/") + "/v1/models", timeout)["data"]
+    models = get_json(base_url.rstrip("/") + "/v1/models", timeout, api_key)["data"]
     for entry in models:
         if model is None or entry.get("id") == model:
             return entry
     raise ServerError("%s serves %s, not %s" % (base_url, ", ".join(m.get("id", "?") for m in models), model))
 
 
-def server_version(base_url, timeout=30):
+def server_version(base_url, timeout=30, api_key=None):
     """vLLM's /version, or None when the server has none."""
     try:
-        return get_json(base_url.rstrip("/") + "/version", timeout).get("version")
+        return get_json(base_url.rstrip("/") + "/version", timeout, api_key).get("version")
     except Exception:  # an old or foreign server: the version is unknown, not an error
         return None
 
 
-def metric_sums(base_url, timeout=30):
-    return prometheus.sums(get_text(base_url.rstrip("/") + "/metrics", timeout))
+def metric_sums(base_url, timeout=30, api_key=None):
+    return prometheus.sums(get_text(base_url.rstrip("/") + "/metrics", timeout, api_key))
 
 
-def spec_counters(base_url, timeout=30):
-    return bench_stats.spec_counters(get_text(base_url.rstrip("/") + "/metrics", timeout))
+def spec_counters(base_url, timeout=30, api_key=None):
+    return bench_stats.spec_counters(get_text(base_url.rstrip("/") + "/metrics", timeout, api_key))
 
 
-def tokenize(base_url, model, prompt=None, messages=None, add_special_tokens=None, timeout=300):
+def tokenize(base_url, model, prompt=None, messages=None, add_special_tokens=None, timeout=300, api_key=None):
     """POST /tokenize (vLLM's request and response shape): {count, tokens, max_model_len}."""
     payload = {"model": model}
     if messages is not None:
@@ -128,11 +158,12 @@ def tokenize(base_url, model, prompt=None, messages=None, add_special_tokens=Non
         payload["prompt"] = prompt
     if add_special_tokens is not None:
         payload["add_special_tokens"] = add_special_tokens
-    return post_json(base_url.rstrip("/") + "/tokenize", payload, timeout)
+    return post_json(base_url.rstrip("/") + "/tokenize", payload, timeout, api_key)
 
 
-def detokenize(base_url, model, tokens, timeout=300):
-    return post_json(base_url.rstrip("/") + "/detokenize", {"model": model, "tokens": list(tokens)}, timeout)["prompt"]
+def detokenize(base_url, model, tokens, timeout=300, api_key=None):
+    return post_json(base_url.rstrip("/") + "/detokenize", {"model": model, "tokens": list(tokens)},
+                     timeout, api_key)["prompt"]
 
 
 def code_prompt(target_tokens, chars_per_token=3.5, head=_CODE_HEAD):
@@ -149,7 +180,7 @@ def user(content):
     return [{"role": "user", "content": content}]
 
 
-def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=8):
+def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=8, api_key=None):
     """A code prompt whose chat request is exactly ``target_tokens`` tokens long.
 
     The served model's tokenizer counts (through /tokenize): the content is
@@ -158,7 +189,7 @@ def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=
     count. ``salt`` starts the content, so that requests with different salts
     share no cached prefix. Returns {content, prompt_tokens, exact, attempts}.
     """
-    overhead = tokenize(base_url, model, messages=user(""), timeout=timeout)["count"]
+    overhead = tokenize(base_url, model, messages=user(""), timeout=timeout, api_key=api_key)["count"]
     need = target_tokens - overhead
     if need < 1:
         raise ValueError("%d prompt tokens is less than the chat template's own %d" % (target_tokens, overhead))
@@ -166,7 +197,8 @@ def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=
     chars_per_token, raw = 3.5, []
     for _attempt in range(6):
         text = code_prompt(int(need * 1.1) + 64, chars_per_token, head)
-        raw = tokenize(base_url, model, prompt=text, add_special_tokens=False, timeout=timeout)["tokens"]
+        raw = tokenize(base_url, model, prompt=text, add_special_tokens=False, timeout=timeout,
+                       api_key=api_key)["tokens"]
         if len(raw) >= need:
             break
         chars_per_token = chars_per_token * 1.25 * need / max(len(raw), 1)
@@ -174,8 +206,8 @@ def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=
         raise ValueError("could not build a prompt of %d tokens (got %d)" % (target_tokens, len(raw)))
     cut, best = need, None
     for attempt in range(1, attempts + 1):
-        content = detokenize(base_url, model, raw[:cut], timeout)
-        count = tokenize(base_url, model, messages=user(content), timeout=timeout)["count"]
+        content = detokenize(base_url, model, raw[:cut], timeout, api_key)
+        count = tokenize(base_url, model, messages=user(content), timeout=timeout, api_key=api_key)["count"]
         if best is None or abs(count - target_tokens) < abs(best["prompt_tokens"] - target_tokens):
             best = {"content": content, "prompt_tokens": count, "exact": count == target_tokens,
                     "attempts": attempt}
@@ -188,10 +220,10 @@ def exact_prompt(base_url, model, target_tokens, salt="", timeout=300, attempts=
     return best
 
 
-def stream_chat(base_url, payload, timeout=600, clock=time.monotonic):
+def stream_chat(base_url, payload, timeout=600, clock=time.monotonic, api_key=None):
     """POST a streaming chat completion; yield ``(time, chunk)`` per SSE event."""
     with _open(base_url.rstrip("/") + "/v1/chat/completions", dict(payload, stream=True),
-               timeout, accept="text/event-stream") as response:
+               timeout, accept="text/event-stream", api_key=api_key) as response:
         for raw in response:
             line = raw.decode("utf-8").strip()
             if not line.startswith("data:"):
@@ -233,11 +265,11 @@ def measure_stream(events, started):
     }
 
 
-def greedy_tokens(base_url, model, content, max_tokens, timeout=600):
+def greedy_tokens(base_url, model, content, max_tokens, timeout=600, api_key=None):
     """Token ids and text of a temperature-0 completion (vLLM's return_token_ids)."""
     answer = post_json(base_url.rstrip("/") + "/v1/chat/completions", {
         "model": model, "messages": user(content), "temperature": 0, "max_tokens": max_tokens,
-        "ignore_eos": True, "return_token_ids": True}, timeout)
+        "ignore_eos": True, "return_token_ids": True}, timeout, api_key)
     choice = answer["choices"][0]
     return {"token_ids": choice.get("token_ids"), "text": (choice.get("message") or {}).get("content") or "",
             "completion_tokens": (answer.get("usage") or {}).get("completion_tokens")}

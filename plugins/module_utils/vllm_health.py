@@ -7,6 +7,10 @@ vLLM's API server listens only once the engine is up, so while the weights
 load a probe is refused. A process that is stopped (SIGSTOP) or wedged still
 has its socket: the kernel accepts the connection and nothing answers, so
 the probe times out. Only that case calls for a restart.
+
+vLLM does not guard /health with its API key; a probe given ``api_key``
+sends it all the same (vllm_client.headers()), for a proxy in front that
+does, and a 401 says which setting is missing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import socket
 import time
 
 from ansible.module_utils.urls import open_url
+from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
 
 HEALTHY, HUNG, DOWN, UNHEALTHY = "healthy", "hung", "down", "unhealthy"
 
@@ -36,16 +41,18 @@ def classify(exc):
     return UNHEALTHY
 
 
-def probe(url, timeout, opener=open_url):
-    """(state, status, seconds, detail) of GET url."""
+def probe(url, timeout, opener=open_url, api_key=None):
+    """(state, status, seconds, detail) of GET url (with the API key as a Bearer token when set)."""
     start = time.monotonic()
     try:
-        response = opener(url, method="GET", timeout=timeout, validate_certs=False)
+        response = opener(url, method="GET", timeout=timeout, validate_certs=False,
+                          headers=vllm_client.headers(api_key, accept="*/*"))
         status = response.getcode()
         state = HEALTHY if status == 200 else UNHEALTHY
         detail = "HTTP %d" % status
     except Exception as exc:  # open_url raises URLError, HTTPError, socket errors
         status = getattr(exc, "code", None)
         state = classify(exc)
-        detail = str(getattr(exc, "reason", exc))
+        detail = (vllm_client.unauthorized_message(url, api_key) if status == 401
+                  else str(getattr(exc, "reason", exc)))
     return state, status, round(time.monotonic() - start, 3), detail

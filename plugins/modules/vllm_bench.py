@@ -32,11 +32,20 @@ description:
   - Prompts of an exact token count are built with the server's own
     tokenizer through C(/tokenize) and C(/detokenize).
   - Sends requests but changes nothing; reports C(changed=false). Skipped in check mode.
+  - A server that answers 401 (it serves with an API key that O(api_key) does
+    not match) fails the module with a message that names the fix.
 options:
   url:
     description: Base URL of the server.
     type: str
     default: http://127.0.0.1:8000
+  api_key:
+    description:
+      - The server's API key (vLLM's C(--api-key) or C(VLLM_API_KEY); the
+        collection's C(vllm_serve_api_key)), sent as a Bearer token to the
+        guarded /v1 paths (and with every other request); never logged.
+      - Unset or empty, no C(Authorization) header is sent.
+    type: str
   model:
     description: Served model name; the first of C(/v1/models) when unset.
     type: str
@@ -95,10 +104,12 @@ EXAMPLES = r"""
 - name: Decode speed at a 2048-token code prompt
   laguna.spark.vllm_bench:
     url: http://127.0.0.1:8000
+    api_key: "{{ vllm_serve_api_key | default('') }}"
     prompt_tokens: 2048
     max_tokens: 512
     runs: 5
     warmup: 2
+  no_log: true  # the task carries the API key
   register: bench
 
 - name: TTFT at 32K
@@ -216,7 +227,7 @@ from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, v
 def _prompt(params, url, model, salt):
     if params["exact_prompt"]:
         return vllm_client.exact_prompt(url, model, params["prompt_tokens"], salt=salt,
-                                        timeout=params["timeout"])
+                                        timeout=params["timeout"], api_key=params["api_key"])
     content = salt + vllm_client.code_prompt(params["prompt_tokens"])
     return {"content": content, "prompt_tokens": None, "exact": False, "attempts": 0}
 
@@ -227,9 +238,9 @@ def _payload(model, content, max_tokens):
             "stream_options": {"include_usage": True}, "ignore_eos": True}
 
 
-def _timed(url, payload, timeout):
+def _timed(url, payload, timeout, api_key=None):
     started = time.monotonic()
-    run = vllm_client.measure_stream(vllm_client.stream_chat(url, payload, timeout), started)
+    run = vllm_client.measure_stream(vllm_client.stream_chat(url, payload, timeout, api_key=api_key), started)
     run.pop("text")
     run.pop("token_ids")
     return run
@@ -239,11 +250,12 @@ def decode(params, url, model):
     stamp = "%x" % int(time.time() * 1000)
     for index in range(params["warmup"]):
         prompt = _prompt(params, url, model, "Warm-up %d (%s).\n" % (index, stamp))
-        _timed(url, _payload(model, prompt["content"], params["max_tokens"]), params["timeout"])
+        _timed(url, _payload(model, prompt["content"], params["max_tokens"]), params["timeout"], params["api_key"])
     prompts = [_prompt(params, url, model, "Run %d (%s).\n" % (index, stamp)) for index in range(params["runs"])]
-    before = vllm_client.spec_counters(url)
-    runs = [_timed(url, _payload(model, p["content"], params["max_tokens"]), params["timeout"]) for p in prompts]
-    after = vllm_client.spec_counters(url)
+    before = vllm_client.spec_counters(url, api_key=params["api_key"])
+    runs = [_timed(url, _payload(model, p["content"], params["max_tokens"]), params["timeout"], params["api_key"])
+            for p in prompts]
+    after = vllm_client.spec_counters(url, api_key=params["api_key"])
     spec = bench_stats.spec_window(before, after)
     rate = bench_stats.summary([r["decode_tok_s"] for r in runs])
     ttft = bench_stats.summary([r["ttft_s"] for r in runs])
@@ -270,7 +282,8 @@ def ttft(params, url, model, max_model_len):
     for index in range(params["runs"]):
         prompt = _prompt(params, url, model, "TTFT %d at %d tokens (%s).\n" % (index, params["prompt_tokens"], stamp))
         exact = exact and prompt["exact"]
-        runs.append(_timed(url, _payload(model, prompt["content"], params["max_tokens"]), params["timeout"]))
+        runs.append(_timed(url, _payload(model, prompt["content"], params["max_tokens"]), params["timeout"],
+                           params["api_key"]))
     stats = bench_stats.summary([r["ttft_s"] for r in runs])
     return dict(runs=runs, target_prompt_tokens=params["prompt_tokens"], prompt_exact=exact,
                 prompt_tokens=bench_stats.median([r["prompt_tokens"] for r in runs]),
@@ -280,7 +293,8 @@ def ttft(params, url, model, max_model_len):
 def greedy(params, url, model):
     outputs = []
     for prompt in params["prompts"]:
-        out = vllm_client.greedy_tokens(url, model, prompt, params["max_tokens"], params["timeout"])
+        out = vllm_client.greedy_tokens(url, model, prompt, params["max_tokens"], params["timeout"],
+                                        api_key=params["api_key"])
         if out["token_ids"] is None:
             raise vllm_client.ServerError("the server returned no token_ids (return_token_ids)")
         outputs.append(dict(prompt=prompt, token_ids=out["token_ids"], completion_tokens=out["completion_tokens"],
@@ -292,6 +306,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             url=dict(type="str", default="http://127.0.0.1:8000"),
+            api_key=dict(type="str", no_log=True),
             model=dict(type="str"),
             measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
             prompt_tokens=dict(type="int", default=2048, no_log=False),
@@ -314,10 +329,10 @@ def main():
         module.exit_json(changed=False, skipped=True, msg="benchmark not run in check mode")
     url = params["url"].rstrip("/")
     try:
-        info = vllm_client.model_info(url, model=params["model"])
+        info = vllm_client.model_info(url, model=params["model"], api_key=params["api_key"])
         model = info["id"]
         common = dict(changed=False, model=model, measure=params["measure"],
-                      server_version=vllm_client.server_version(url))
+                      server_version=vllm_client.server_version(url, api_key=params["api_key"]))
         if params["measure"] == "decode":
             result = decode(params, url, model)
         elif params["measure"] == "ttft":

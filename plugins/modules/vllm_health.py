@@ -23,6 +23,14 @@ options:
     description: Base URL of the server.
     type: str
     default: http://127.0.0.1:8000
+  api_key:
+    description:
+      - The server's API key (the collection's C(vllm_serve_api_key)), sent as
+        a Bearer token, as vLLM wants it on its guarded /v1 paths; never logged.
+      - vLLM does not guard C(/health) itself; the key matters to a proxy in
+        front that does. A 401 is C(unhealthy), and its RV(detail) names the fix.
+      - Unset or empty, no C(Authorization) header is sent.
+    type: str
   timeout:
     description: Seconds to wait for the answer.
     type: int
@@ -80,13 +88,14 @@ from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 def main():
     module = AnsibleModule(
         argument_spec=dict(url=dict(type="str", default="http://127.0.0.1:8000"),
+                           api_key=dict(type="str", no_log=True),
                            timeout=dict(type="int", default=30)),
         supports_check_mode=True,
     )
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second, not %d" % module.params["timeout"])
     state, status, seconds, detail = vllm_health.probe(
-        module.params["url"].rstrip("/") + "/health", module.params["timeout"])
+        module.params["url"].rstrip("/") + "/health", module.params["timeout"], api_key=module.params["api_key"])
     module.exit_json(changed=False, state=state, status=status, seconds=seconds, detail=detail)
 
 

@@ -23,6 +23,14 @@ options:
     description: Base URL of the server.
     type: str
     default: http://127.0.0.1:8000
+  api_key:
+    description:
+      - The server's API key (the collection's C(vllm_serve_api_key)), sent as
+        a Bearer token, as vLLM wants it on its guarded /v1 paths; never logged.
+      - vLLM does not guard C(/metrics) itself; the key matters to a proxy in
+        front that does, whose 401 fails the module naming the fix.
+      - Unset or empty, no C(Authorization) header is sent.
+    type: str
   timeout:
     description: HTTP timeout in seconds.
     type: int
@@ -50,7 +58,9 @@ EXAMPLES = r"""
 - name: Acceptance after warm-up
   laguna.spark.vllm_spec_decode_info:
     url: http://127.0.0.1:8000
+    api_key: "{{ vllm_serve_api_key | default('') }}"
     fail_on_zero_acceptance: true
+  no_log: true  # the task carries the API key
 """
 
 RETURN = r"""
@@ -101,6 +111,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             url=dict(type="str", default="http://127.0.0.1:8000"),
+            api_key=dict(type="str", no_log=True),
             timeout=dict(type="int", default=30),
             fail_on_zero_acceptance=dict(type="bool", default=False),
         ),
@@ -108,7 +119,7 @@ def main():
     )
     url = module.params["url"]
     try:
-        totals = vllm_client.metric_sums(url, module.params["timeout"])
+        totals = vllm_client.metric_sums(url, module.params["timeout"], api_key=module.params["api_key"])
     except Exception as exc:  # urllib raises several unrelated types
         module.fail_json(msg="Could not read %s/metrics: %s" % (url.rstrip("/"), exc))
     result = dict(changed=False, **prometheus.spec_decode(totals))

@@ -85,7 +85,7 @@ def option_declaration():
 
 def key_selection(cases):
     """The key-picking expression of build_app, evaluated as vLLM evaluates it."""
-    import vllm.envs as envs
+    from vllm import envs
     from vllm.entrypoints.openai import api_server
 
     path = api_server.__file__

@@ -1,5 +1,6 @@
-"""vllm_health against real sockets on 127.0.0.1: answering, refusing, hung."""
+"""vllm_health against real sockets on 127.0.0.1: answering, refusing, hung; the API key."""
 
+import json
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -7,13 +8,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
+from ansible_collections.laguna.spark.plugins.modules import vllm_health as vllm_health_module
+
+KEY = "sk-laguna-health-51c2"
 
 
 class _Ok(BaseHTTPRequestHandler):
     code = 200
+    key = None  # set: answers 401 unless the request carries it (a proxy guarding /health)
+    seen = None
 
     def do_GET(self):  # noqa: N802
-        self.send_response(self.code)
+        if self.seen is not None:
+            self.seen.append(self.headers.get("Authorization"))
+        code = self.code
+        if self.key and self.headers.get("Authorization") != "Bearer " + self.key:
+            code = 401
+        self.send_response(code)
+        self.send_header("Content-Length", "0")
         self.end_headers()
 
     def log_message(self, *args):
@@ -24,8 +36,8 @@ class _Ok(BaseHTTPRequestHandler):
 def server():
     servers = []
 
-    def start(code=200):
-        handler = type("H", (_Ok,), {"code": code})
+    def start(code=200, key=None, seen=None):
+        handler = type("H", (_Ok,), {"code": code, "key": key, "seen": seen})
         srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         servers.append(srv)
@@ -69,3 +81,25 @@ def test_a_socket_that_accepts_and_never_answers_is_hung():
         sock.close()
     assert state == "hung", detail
     assert status is None and 1 <= seconds < 5
+
+
+def test_the_key_goes_as_a_bearer_token_and_a_401_names_the_fix(server):
+    seen = []
+    url = server(key=KEY, seen=seen)
+    state, status, _seconds, detail = vllm_health.probe(url, 5)
+    assert (state, status) == ("unhealthy", 401)
+    assert "401 Unauthorized" in detail and "set vllm_serve_api_key" in detail
+    assert vllm_health.probe(url, 5, api_key=KEY)[:2] == ("healthy", 200)
+    assert seen == [None, "Bearer " + KEY]
+
+
+def test_the_module_passes_the_key_and_never_returns_it(server, run_module):
+    seen = []
+    base = server(key=KEY, seen=seen).rsplit("/health", 1)[0]
+    result = run_module(vllm_health_module, {"url": base, "timeout": 5})
+    assert result["state"] == "unhealthy" and "set vllm_serve_api_key" in result["detail"]
+    result = run_module(vllm_health_module, {"url": base, "timeout": 5, "api_key": KEY})
+    assert (result["state"], result["status"]) == ("healthy", 200) and seen[-1] == "Bearer " + KEY
+    assert KEY not in json.dumps(result)
+    wrong = run_module(vllm_health_module, {"url": base, "timeout": 5, "api_key": "sk-wrong"})
+    assert wrong["status"] == 401 and "refused the API key" in wrong["detail"] and "sk-wrong" not in json.dumps(wrong)

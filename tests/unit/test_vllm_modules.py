@@ -1,5 +1,14 @@
+import json
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
 from ansible_collections.laguna.spark.plugins.module_utils import prometheus, vllm_client
 from ansible_collections.laguna.spark.plugins.modules import vllm_bench, vllm_spec_decode_info
+from helpers import DOUBLES
 
 METRICS = """# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
 # TYPE vllm:spec_decode_num_draft_tokens_total counter
@@ -87,3 +96,142 @@ def test_bench_reports_decode_rate_ttft_and_acceptance(standin_server, run_modul
 def test_bench_skips_in_check_mode(run_module):
     result = run_module(vllm_bench, {"url": "http://127.0.0.1:9"}, check_mode=True)
     assert result["skipped"] and not result["changed"]
+
+
+# --- the API key ---------------------------------------------------------------
+
+KEY = "sk-laguna-unit-7f3a9c"
+
+
+@pytest.fixture
+def keyed_standin():
+    """start(tokens) -> (base URL, [(method, path, Authorization header)]) of a stand-in serving with those keys.
+
+    The stand-in checks the key as vLLM 0.25.1 does (tests/conformance/test_vllm_api_key.py):
+    /v1 paths need it, /metrics, /tokenize and /version do not.
+    """
+    sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
+    from vllm.entrypoints import cli
+
+    servers = []
+
+    def start(tokens, spec=True):
+        seen = []
+        engine = cli.Engine("laguna-s-2.1", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}
+                            if spec else None, 262144)
+        base = cli.handler_for(engine, tokens)
+
+        class Recording(base):
+            def admitted(self):
+                seen.append((self.command, self.path, self.headers.get("Authorization")))
+                return base.admitted(self)
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return "http://127.0.0.1:%d" % server.server_address[1], seen
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+    sys.path.remove(os.path.join(DOUBLES, "vllm_standin"))
+
+
+@pytest.fixture
+def guarding_proxy():
+    """start(key) -> base URL of a server that, like a proxy in front of vLLM, wants the key on every path."""
+    servers = []
+
+    def start(key):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                if self.headers.get("Authorization") != "Bearer " + key:
+                    body, code = b'{"error":"Unauthorized"}', 401
+                else:
+                    body, code = METRICS.encode(), 200
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return "http://127.0.0.1:%d" % server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_headers_are_built_in_one_place():
+    assert vllm_client.headers() == {"Accept": "application/json"}
+    assert vllm_client.headers("") == {"Accept": "application/json"}
+    assert vllm_client.headers(KEY, "text/event-stream", json_body=True) == {
+        "Accept": "text/event-stream", "Content-Type": "application/json", "Authorization": "Bearer " + KEY}
+
+
+def test_the_client_says_401_and_names_the_fix(keyed_standin):
+    url, _seen = keyed_standin([KEY])
+    with pytest.raises(vllm_client.Unauthorized, match="401 Unauthorized.*requires an API key; set vllm_serve_api_key"):
+        vllm_client.model_info(url)
+    with pytest.raises(vllm_client.Unauthorized, match="refused the API key sent; set vllm_serve_api_key") as refused:
+        vllm_client.post_json(url + "/v1/chat/completions", {"messages": vllm_client.user("hi")}, api_key="sk-wrong")
+    assert "sk-wrong" not in str(refused.value)
+    assert vllm_client.model_info(url, api_key=KEY)["id"] == "laguna-s-2.1"
+    # vLLM guards /v1, not /tokenize or /metrics.
+    assert vllm_client.tokenize(url, "laguna-s-2.1", prompt="x")["count"] >= 1
+    assert vllm_client.metric_sums(url) is not None
+
+
+def test_bench_fails_clearly_without_the_key_and_works_with_it(keyed_standin, run_module):
+    url, seen = keyed_standin([KEY])
+    args = {"url": url, "prompt_tokens": 128, "max_tokens": 13, "runs": 1, "warmup": 1}
+    result = run_module(vllm_bench, args)
+    assert result.failed and "401 Unauthorized" in result["msg"] and "set vllm_serve_api_key" in result["msg"]
+    result = run_module(vllm_bench, dict(args, api_key="sk-wrong"))
+    assert result.failed and "refused the API key" in result["msg"]
+    assert "sk-wrong" not in json.dumps(result)
+    del seen[:]
+    result = run_module(vllm_bench, dict(args, api_key=KEY))
+    assert not result.failed, result.get("msg")
+    assert result["completion_tokens"] == 13 and result["draft_tokens"] > 0
+    assert KEY not in json.dumps(result)
+    # Every request carried the key: /v1/models, /version, /tokenize, /detokenize, /metrics, the streams.
+    paths = {path for _method, path, _auth in seen}
+    assert {"/v1/models", "/version", "/tokenize", "/detokenize", "/metrics", "/v1/chat/completions"} <= paths
+    assert {auth for _method, _path, auth in seen} == {"Bearer " + KEY}
+    greedy = run_module(vllm_bench, {"url": url, "measure": "greedy", "prompts": ["x"], "max_tokens": 4,
+                                     "api_key": KEY})
+    assert not greedy.failed and len(greedy["outputs"][0]["token_ids"]) == 4 and KEY not in json.dumps(greedy)
+
+
+def test_bench_without_a_key_against_a_server_without_one_sends_none(keyed_standin, run_module):
+    url, seen = keyed_standin([])
+    result = run_module(vllm_bench, {"url": url, "measure": "ttft", "prompt_tokens": 64, "max_tokens": 2,
+                                     "runs": 1, "api_key": ""})
+    assert not result.failed, result.get("msg")
+    assert {auth for _method, _path, auth in seen} == {None}
+
+
+def test_spec_decode_info_sends_the_key(keyed_standin, guarding_proxy, run_module):
+    url, seen = keyed_standin([KEY])
+    vllm_client.post_json(url + "/v1/chat/completions", {"messages": vllm_client.user("hi"), "max_tokens": 20},
+                          api_key=KEY)
+    # vLLM does not guard /metrics: without the key it still reads.
+    assert run_module(vllm_spec_decode_info, {"url": url})["draft_tokens"] > 0
+    result = run_module(vllm_spec_decode_info, {"url": url, "api_key": KEY, "fail_on_zero_acceptance": True})
+    assert not result.failed and result["draft_tokens"] > 0 and seen[-1] == ("GET", "/metrics", "Bearer " + KEY)
+    assert KEY not in json.dumps(result)
+    # A proxy that guards /metrics: 401 without the key, named.
+    proxy = guarding_proxy(KEY)
+    result = run_module(vllm_spec_decode_info, {"url": proxy})
+    assert result.failed and "401 Unauthorized" in result["msg"] and "set vllm_serve_api_key" in result["msg"]
+    result = run_module(vllm_spec_decode_info, {"url": proxy, "api_key": KEY})
+    assert not result.failed and result["draft_tokens"] == 660 and KEY not in json.dumps(result)
