@@ -77,6 +77,14 @@ def _ipv4(value):
         return False
 
 
+def _network(value):
+    try:
+        ipaddress.ip_network(value, strict=False)
+        return True
+    except ValueError:
+        return False
+
+
 def _host(value):
     return _ipv4(value) or value == "::" or bool(re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$", value))
 
@@ -102,6 +110,7 @@ FORMATS = {
     "property": (lambda v: bool(re.match(r"^[A-Z][A-Za-z0-9]*$", v)), "a systemd property name such as MemoryMax"),
     "url": (lambda v: bool(re.match(r"^(https?|file)://\S+$", v)), "an http(s) or file URL"),
     "option": (lambda v: bool(v) and not v.isspace(), "a non-empty command-line argument"),
+    "source": (lambda v: _network(v) or _host(v), "an address, a CIDR or a host name"),
     "secret": (lambda v: v == "" or bool(re.match(r"^[!#%&(-\[\]-~]+$", v)),
                "printable ASCII without spaces, quotes, backslashes or $ (or empty)"),
 }
@@ -289,6 +298,11 @@ BOUNDS = {
     "laguna_ray_auth_token_path": Bound(fmt="abspath"),
     "laguna_ray_auth_token_generation": Bound(min=0, max=1000000),
     "laguna_ray_ports": Bound(each=PORT),
+    # firewall
+    "firewall_api_sources": Bound(elements="source"),
+    "firewall_extra_sources": Bound(elements="source"),
+    "firewall_path": Bound(fmt="abspath", nullable=False),
+    "firewall_table": Bound(fmt="word"),
     "laguna_fast_url_timeout": Bound(min=1, max=300),
 }
 

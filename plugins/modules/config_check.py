@@ -224,7 +224,7 @@ def main():
     specs, problems = cc.merge_specs(p["specs"])
     config, coerced, value_problems = cc.check_values(specs, p["values"])
     problems += value_problems
-    checked_secrets, _, secret_problems = cc.check_values(specs, p["secrets"], hidden=True)
+    checked_secrets, _converted, secret_problems = cc.check_values(specs, p["secrets"], hidden=True)
     problems += secret_problems
     if p["running_unit"]:  # the head: vLLM's API is served there
         for text in cc.exposure_warnings(config, checked_secrets):

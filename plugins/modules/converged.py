@@ -122,6 +122,9 @@ options:
     description: Seconds each URL has to answer.
     type: int
     default: 5
+  api_key:
+    description: Sent as a Bearer token with each of O(urls) (vLLM's C(/v1) paths want it when it has a key). Never logged or recorded.
+    type: str
   tree_limit:
     description: Most entries a tree may hold (a bound on the scan).
     type: int
@@ -222,10 +225,10 @@ def gpu_reader(module):
     return read
 
 
-def probe_urls(urls, timeout):
+def probe_urls(urls, timeout, api_key=None):
     reasons = []
     for url in urls:
-        state, _status, seconds, detail = vllm_health.probe(url, timeout)
+        state, _status, seconds, detail = vllm_health.probe(url, timeout, api_key=api_key)
         if state != vllm_health.HEALTHY:
             reasons.append("%s did not answer within %d s (%s after %.1f s)" % (url, timeout, detail, seconds))
     return reasons
@@ -260,6 +263,7 @@ def main():
             nvidia_smi=dict(type="str"),
             urls=dict(type="list", elements="str", default=[]),
             url_timeout=dict(type="int", default=5),
+            api_key=dict(type="str", no_log=True),
             tree_limit=dict(type="int", default=100000),
         ),
         required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])],
@@ -298,7 +302,7 @@ def main():
             now = {"error": str(exc)}
         ok, reasons = converged.check(record, fingerprint, now)
         if ok:
-            reasons = probe_urls(spec.get("urls") or [], p["url_timeout"])
+            reasons = probe_urls(spec.get("urls") or [], p["url_timeout"], p["api_key"])
     result.update(converged=not reasons, reasons=reasons)
     module.exit_json(**result)
 

@@ -17,7 +17,7 @@ description:
   - Without O(token) (the head), a missing token is made (256 random bits,
     64 hex digits, as C(ray get-auth-token --generate) makes them) and an
     existing one is kept, unless O(generation) differs from the generation
-    recorded beside it (C(PATH.laguna-generation)): then a new one is made.
+    recorded beside it (in C(PATH.laguna-generation)); then a new one is made.
   - With O(token) (the other nodes), the file is made to hold exactly that token.
   - The token itself is returned only with O(return_token=true) and
     O(state=read), for the one task (with C(no_log)) that hands it to the other
@@ -147,8 +147,8 @@ def main():
     result = dict(changed=reason is not None, reason=reason, digest=ray_auth.digest(after),
                   generation=todo["generation"])
     if module._diff:
-        result["diff"] = {"before": "sha256 %s generation %s\n" % (ray_auth.digest(before) or "-",
-                                                                  ray_auth.read_generation(path)),
+        result["diff"] = {"before": "sha256 %s generation %s\n"
+                                    % (ray_auth.digest(before) or "-", ray_auth.read_generation(path)),
                           "after": "sha256 %s generation %s\n" % (ray_auth.digest(after), todo["generation"]),
                           "before_header": path, "after_header": path}
     if reason is not None and not module.check_mode:

@@ -117,7 +117,7 @@ options:
     type: path
   secret_environment:
     description:
-      - Environment of the service that must not be seen: API keys, tokens.
+      - Environment of the service that must not be seen (API keys, tokens).
         It is never on a command line, in the unit's properties or
         description, or in the module's output; the service reads it from
         C(~/.config/laguna-spark/NAME.secret-env) (mode 0600, the directory

@@ -97,7 +97,7 @@ def _run(argv, env, timeout=90):
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out = proc.communicate(timeout=timeout)[0]
         rc = proc.returncode
     except subprocess.TimeoutExpired:
         rc, out = "timeout", ""

@@ -59,7 +59,7 @@ def test_every_recipe_role_has_its_own_tag():
     plays = load(os.path.join(ROOT, "playbooks", "site.yml"))
     tagged = {entry["role"].split(".")[-1]: entry["tags"] for play in plays for entry in play.get("roles", [])}
     order = ["preflight", "venv", "ssh_mesh", "fabric", "network_gate", "linger", "staging", "vllm_patch",
-             "ray_cluster", "vllm_serve"]
+             "firewall", "ray_cluster", "vllm_serve"]
     # The shared checks first, whatever --tags select; then the recipe's order, bare node first.
     assert list(tagged) == ["laguna"] + order
     assert tagged["laguna"] == ["always"]

@@ -191,3 +191,29 @@ def test_a_new_process_holding_the_gpu_is_seen(run_module, tmp_path, monkeypatch
         assert not held["converged"]
         assert held["reasons"] == ["the processes holding the GPU changed ([] -> [%d])" % child.pid]
     assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+
+
+def test_the_api_is_asked_with_its_key():
+    # A server that wants a key, as vLLM does on /v1 with --api-key: 401 without it.
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            ok = self.headers.get("Authorization") == "Bearer sk-converged"
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = "http://127.0.0.1:%d/v1/models" % server.server_address[1]
+        without = converged.probe_urls([url], 2)
+        assert without and "401" in without[0] and "sk-converged" not in without[0]
+        assert converged.probe_urls([url], 2, "sk-converged") == []
+    finally:
+        server.shutdown()

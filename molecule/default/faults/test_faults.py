@@ -29,6 +29,10 @@ USER, UID = "spark", 1000
 HEAD, WORKER = "laguna-head", "laguna-worker"
 VENV = "/home/spark/venvs/vllm-025"
 MODELS = "/home/spark/models/hf"
+# The scenario's secrets (molecule.yml): the API key, and where the Ray token lives.
+API_KEY = "molecule-api-key-0123456789abcdef"
+RAY_TOKEN_PATH = "/home/spark/.ray/auth_token"
+RAY_CLIENT = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=%s" % RAY_TOKEN_PATH
 
 
 def podman(host, *cmd, user=None, check=True, timeout=60):
@@ -57,7 +61,8 @@ def api(path, body=None):
     script = ("import json, sys, urllib.request\n"
               "body = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None\n"
               "req = urllib.request.Request('http://127.0.0.1:8000' + sys.argv[1],"
-              " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json'})\n"
+              " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json',"
+              " 'Authorization': 'Bearer %s'})\n" % API_KEY +
               "print(urllib.request.urlopen(req, timeout=30).read().decode())\n")
     args = [path] + ([json.dumps(body)] if body else [])
     return podman(HEAD, "python3", "-c", script, *args)
@@ -188,8 +193,8 @@ def test_a_gpu_held_by_another_ray_job_is_refused_before_vllm_waits_forever():
               "ray.get(h.ping.remote())\n"
               "open('/tmp/holder.ready', 'w').close()\n"
               "time.sleep(600)\n")
-    podman(HEAD, "bash", "-c", "rm -f /tmp/holder.ready; nohup %s/bin/python -c %s >/tmp/holder.log 2>&1 &"
-           % (VENV, shlex.quote(holder)), user=USER)
+    podman(HEAD, "bash", "-c", "rm -f /tmp/holder.ready; %s nohup %s/bin/python -c %s >/tmp/holder.log 2>&1 &"
+           % (RAY_CLIENT, VENV, shlex.quote(holder)), user=USER)
     try:
         for _attempt in range(60):
             if subprocess.run(["podman", "exec", HEAD, "test", "-e", "/tmp/holder.ready"],
@@ -386,3 +391,26 @@ def test_a_full_rerun_changes_nothing_and_no_model_byte_was_lost(digests_before)
         json.dump(record, handle, indent=2, sort_keys=True)
     assert result["site_noop_ratio"] <= 3, record
     assert model_digests() == digests_before
+    # No secret in clear in the runs' output, the fast path's records or the reports.
+    secrets = {"API key": API_KEY, "Ray token": podman(HEAD, "cat", RAY_TOKEN_PATH, user=USER)}
+    assert len(secrets["Ray token"]) == 64
+    # The roles that carry them, verbose (module arguments and results shown), changing nothing.
+    rc, changed, verbose, _seconds = play("--tags", "ray_cluster,vllm_serve", "-vv")
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, verbose[-3000:]
+    assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in verbose or "censored" in verbose, verbose[-3000:]
+    places = {"site run": result["site_tail"], "no-op with every role": result["full_tail"],
+              "verbose ray_cluster,vllm_serve run": verbose}
+    for host in (HEAD, WORKER):
+        places["record on " + host] = podman(host, "cat", "/home/spark/.local/state/laguna-spark/converged.json",
+                                             user=USER)
+        places["units on " + host] = podman(host, "bash", "-c", "systemctl --user show 'laguna-*' "
+                                            "/home/spark/.config/systemd/user/* 2>/dev/null; true", user=USER)
+    for name in ("verify.json",):
+        path = os.path.join(EPHEMERAL, name)
+        places[name] = open(path).read() if os.path.exists(path) else ""
+    for base, _dirs, files in os.walk(os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "benchmark-results")):
+        for name in files:
+            with open(os.path.join(base, name), "rb") as handle:
+                places[os.path.join(base, name)] = handle.read().decode("utf-8", "replace")
+    leaks = [(secret, place) for secret, value in secrets.items() for place, text in places.items() if value in text]
+    assert not leaks, leaks

@@ -39,7 +39,8 @@ def http(host, path, body=None):
         "import json, sys, urllib.request\n"
         "body = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None\n"
         "req = urllib.request.Request('http://127.0.0.1:8000' + sys.argv[1],"
-        " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json'})\n"
+        " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json',"
+        " 'Authorization': 'Bearer molecule-api-key-0123456789abcdef'})\n"  # molecule.yml's vllm_serve_api_key
         "print(urllib.request.urlopen(req, timeout=60).read().decode())\n"
     )
     args = [path] + ([json.dumps(body)] if body is not None else [])
@@ -102,7 +103,8 @@ def test_the_service_user_has_a_key_and_knows_the_other_node(host):
 def test_ray_status_shows_every_node_and_gpu(host):
     if not is_head(host):
         pytest.skip("ray status is read on the head")
-    out = as_user(host, "%s/bin/ray status --address 10.89.77.11:6379" % VENV)
+    out = as_user(host, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/home/spark/.ray/auth_token "
+                        "%s/bin/ray status --address 10.89.77.11:6379" % VENV)
     assert out.rc == 0, out.stderr
     active = out.stdout.split("Active:")[1].split("Pending:")[0]
     assert len([line for line in active.splitlines() if "node_" in line]) == 2
