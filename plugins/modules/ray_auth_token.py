@@ -56,6 +56,7 @@ attributes:
   platform:
     support: full
     platforms: posix
+    description: Any POSIX node; the token is for Ray 2.60's C(RAY_AUTH_MODE=token).
 author:
   - laguna-spark developers (!UNKNOWN)
 """

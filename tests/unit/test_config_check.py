@@ -230,3 +230,26 @@ def test_module_without_a_user_manager_sees_nothing_running(systemd, monkeypatch
     result = run_module(config_check, {"running_unit": "laguna-vllm", "nodes": 1})
     assert not result.failed and result["running_tensor_parallel_size"] is None
     assert systemd.calls("systemctl")[-1][1:4] == ["--user", "show", "laguna-vllm.service"]
+
+
+def test_an_api_open_to_the_network_without_a_key_is_warned_about_once():
+    warning = cc.exposure_warnings({"vllm_serve_host": "0.0.0.0", "laguna_api_port": 8000}, {})
+    assert len(warning) == 1 and "0.0.0.0:8000 without an API key" in warning[0]
+    assert "vllm_serve_api_key" in warning[0] and "127.0.0.1" in warning[0]
+    assert cc.exposure_warnings({"vllm_serve_host": "0.0.0.0"}, {"vllm_serve_api_key": "k" * 20}) == []
+    assert cc.exposure_warnings({"vllm_serve_host": "127.0.0.1"}, {}) == []
+    assert cc.exposure_warnings({"vllm_serve_host": "::1"}, {}) == []
+
+
+def test_secrets_are_checked_but_never_returned_or_quoted(run_module):
+    key = 'sk-has "a quote"'
+    result = run_module(config_check, {"specs": DOCUMENTS, "values": {"vllm_serve_host": "0.0.0.0"},
+                                       "secrets": {"vllm_serve_api_key": key}, "running_unit": "laguna-vllm"})
+    assert result.failed and "vllm_serve_api_key=(hidden): not printable ASCII" in result["msg"]
+    assert "a quote" not in json.dumps(result)
+    fine = run_module(config_check, {"specs": DOCUMENTS, "values": {"vllm_serve_host": "0.0.0.0"},
+                                     "secrets": {"vllm_serve_api_key": "sk-fine-0123456789"}})
+    assert not fine.failed and "sk-fine" not in json.dumps(fine)
+    open_api = run_module(config_check, {"specs": DOCUMENTS, "values": {"vllm_serve_host": "0.0.0.0"},
+                                         "running_unit": "laguna-vllm"})
+    assert "without an API key" in json.dumps(open_api.get("warnings", []))
