@@ -10,8 +10,26 @@
 # (real Ray, huggingface_hub and ninja; stand-in vllm and torch). The
 # hardware doubles (nvidia-smi, nvcc, fake RoCE sysfs, the Hub double) are not
 # baked in: molecule's prepare step installs them, so they are visible in the
-# scenario. The image is rebuilt only when this script changes.
+# scenario.
+#
+# Reuse: the image carries a label, laguna.build, with a hash of everything it
+# is made from, and is rebuilt only when that hash changes: this script (which
+# holds both package lists, INCLUDE and INSTALL below, the service user and
+# the chroot steps), and the suite, architecture and mirror it is built for
+# (LAGUNA_NODE_SUITE, LAGUNA_NODE_ARCH or this machine's, LAGUNA_NODE_MIRROR),
+# and the image name. The script reads no other file. A newer point release
+# of the suite does not change the hash: `podman rmi` the image to take it.
+#   bash scripts/build-node-image.sh                    build unless up to date
+#   bash scripts/build-node-image.sh --print-platform [ARCH]
+#   bash scripts/build-node-image.sh --print-packages   INCLUDE, then INSTALL
+#   bash scripts/build-node-image.sh --print-build-id   the hash, no build
 set -euo pipefail
+
+# Installed by debootstrap (--include). nftables: the firewall role runs
+# `nft`, which Ubuntu 24.04 (a Spark's DGX OS) has by default.
+INCLUDE=(python3 systemd systemd-sysv dbus sudo openssh-server nftables)
+# Installed with apt inside the rootfs afterwards.
+INSTALL=(dbus-user-session libpam-systemd rsync python3-venv procps iproute2 openssh-client ca-certificates)
 
 # The node's architecture, from the machine that builds the image (Sparks are
 # aarch64): "<debootstrap arch> <pip --platform options for manylinux wheels>".
@@ -32,6 +50,11 @@ if [ "${1:-}" = --print-platform ]; then
   node_platform "${2:-$ARCH}"
   exit
 fi
+if [ "${1:-}" = --print-packages ]; then
+  echo "${INCLUDE[*]}"
+  echo "${INSTALL[*]}"
+  exit
+fi
 read -r DEB_ARCH _ <<<"$(node_platform "$ARCH")"
 
 IMAGE="${LAGUNA_NODE_IMAGE:-localhost/laguna-spark-node:latest}"
@@ -40,7 +63,11 @@ MIRROR="${LAGUNA_NODE_MIRROR:-http://deb.debian.org/debian}"
 NODE_USER=spark
 NODE_UID=1000
 
-build_id="$( (cat "$0"; echo "$IMAGE $SUITE $DEB_ARCH") | sha256sum | cut -c1-16)"
+build_id="$( (cat "${BASH_SOURCE[0]}"; echo "$IMAGE $SUITE $DEB_ARCH $MIRROR") | sha256sum | cut -c1-16)"
+if [ "${1:-}" = --print-build-id ]; then
+  echo "$build_id"
+  exit
+fi
 if podman image exists "$IMAGE" &&
    [ "$(podman image inspect --format '{{ index .Labels "laguna.build" }}' "$IMAGE")" = "$build_id" ]; then
   echo "node image $IMAGE is up to date ($build_id)"
@@ -56,7 +83,7 @@ trap cleanup EXIT
 
 echo "== debootstrap $SUITE ($DEB_ARCH) into $work/rootfs"
 debootstrap --variant=minbase --arch="$DEB_ARCH" \
-  --include=python3,systemd,systemd-sysv,dbus,sudo,openssh-server \
+  --include="$(IFS=,; echo "${INCLUDE[*]}")" \
   "$SUITE" "$work/rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 ||
   { tail -n 40 "$work/debootstrap.log"; exit 1; }
 
@@ -68,9 +95,7 @@ echo "== packages and the service user inside the rootfs"
 chroot "$work/rootfs" /bin/bash -euo pipefail -s <<CHROOT
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends \
-  dbus-user-session libpam-systemd rsync python3-venv procps iproute2 \
-  openssh-client ca-certificates >/dev/null
+apt-get install -y -qq --no-install-recommends ${INSTALL[*]} >/dev/null
 useradd --create-home --uid ${NODE_UID} --shell /bin/bash ${NODE_USER}
 chown -R ${NODE_USER}:${NODE_USER} /home/${NODE_USER}
 # Boot quietly inside a container.
