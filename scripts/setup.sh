@@ -5,6 +5,18 @@
 # venvs (real vLLM 0.25.1 + Ray 2.60 for the conformance tests, the real `hf`),
 # the package index and image of the molecule nodes, and the collection built
 # and installed as users install it. Every step is skipped when already done.
+#
+# What runs at once (2 cores): the node image builds in the foreground
+# (debootstrap and apt in a chroot) while two background lanes fill the
+# caches, each one step at a time, so that at most three steps run together
+# and most of what they do is downloading:
+#   lane 1, from the start: the conformance venv, then the hf venv;
+#   lane 2, once .venv exists (its python runs them): the nodes' package
+#           index (scripts/node-index.sh), then the draft-quantization venv
+#           (scripts/draft-quant-venv.sh).
+# Each background step logs to .cache/<step>.log; a failed one shows the tail
+# of its log and fails the set-up. LAGUNA_SETUP_COLLECTION=no leaves the
+# collection build to the caller (scripts/test.sh builds it once per run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +39,32 @@ fi
 # cgroups; lowered ulimits, because raising them is not permitted here.
 . scripts/podman-env.sh
 
+mkdir -p .cache
+# One background step: its output in .cache/NAME.log, its tail on failure.
+step() {
+  local name=$1
+  shift
+  if ! "$@" > ".cache/$name.log" 2>&1; then
+    echo "setup: $name failed ($*); the end of .cache/$name.log:" >&2
+    tail -n 30 ".cache/$name.log" >&2
+    return 1
+  fi
+}
+lanes=()
+# On failure, end the lanes still running: each is a process group of its own.
+stop_lanes() {
+  local pid
+  for pid in "${lanes[@]}"; do
+    kill -- "-$pid" 2>/dev/null || true
+  done
+}
+trap 'rc=$?; [ "$rc" -eq 0 ] || stop_lanes' EXIT
+set -m  # the lanes get process groups of their own (stop_lanes)
+( step conformance-venv bash scripts/conformance-venv.sh &&
+  step hf-venv bash scripts/hf-venv.sh ) &
+lanes+=($!)
+set +m
+
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -35,18 +73,21 @@ if ! cmp -s requirements.txt .venv/.requirements.installed; then
   cp requirements.txt .venv/.requirements.installed
 fi
 
-# The test venvs download and install while the node image builds.
-mkdir -p .cache
-bash scripts/conformance-venv.sh > .cache/conformance-venv.log 2>&1 &
-conformance=$!
-bash scripts/hf-venv.sh > .cache/hf-venv.log 2>&1 &
-hf=$!
+set -m
+( step node-index env PYTHON="$PWD/.venv/bin/python" bash scripts/node-index.sh &&
+  step draft-quant-venv env PYTHON="$PWD/.venv/bin/python" bash scripts/draft-quant-venv.sh ) &
+lanes+=($!)
+set +m
 
 bash scripts/build-node-image.sh
-PYTHON="$PWD/.venv/bin/python" bash scripts/node-index.sh >/dev/null
-# The collection as users install it, where ansible.cfg and molecule look.
-bash scripts/collection.sh >/dev/null
+if [ "${LAGUNA_SETUP_COLLECTION:-yes}" != no ]; then
+  # The collection as users install it, where ansible.cfg and molecule look.
+  bash scripts/collection.sh >/dev/null
+fi
 
-wait "$conformance" || { tail -n 30 .cache/conformance-venv.log; exit 1; }
-wait "$hf" || { tail -n 30 .cache/hf-venv.log; exit 1; }
+failed=0
+for pid in "${lanes[@]}"; do
+  wait "$pid" || failed=1
+done
+[ "$failed" -eq 0 ] || exit 1
 echo "setup done: activate with  . .venv/bin/activate"
