@@ -1,6 +1,7 @@
 """Run the collection's roles on localhost through ansible-runner."""
 import getpass
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -76,6 +77,22 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def _wait_for_line(proc, line, timeout):
+    """(True, text) once proc's stderr has a line ending in ``line``; (False, text) at its end or
+    the timeout. Reads the pipe unbuffered, so nothing read stays hidden in a buffer."""
+    deadline, text, fd = time.monotonic() + timeout, b"", proc.stderr.fileno()
+    while True:
+        if any(seen.rstrip().endswith(line.encode()) for seen in text.split(b"\n")[:-1]):
+            return True, text.decode(errors="replace")
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return False, text.decode(errors="replace")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return False, text.decode(errors="replace")
+        text += chunk
+
+
 @pytest.fixture
 def standin_vllm(tmp_path):
     """start(acceptance) -> port of a stand-in `vllm serve` process on 127.0.0.1."""
@@ -93,25 +110,36 @@ def standin_vllm(tmp_path):
             shutil.copytree(os.path.join(DOUBLES, "vllm_standin"), package)
             loader = package / "vllm" / "model_executor" / "models" / "laguna_dflash.py"
             loader.write_text(dflash_patch.patch_source(loader.read_text())[0])
-        port = free_port()
         env = dict(os.environ, PYTHONPATH=str(package),
                    LAGUNA_STANDIN_ACCEPTANCE=str(acceptance), LAGUNA_STANDIN_TOKENS_PER_S="2000")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--served-model-name", "laguna-s-fp8", "--enforce-eager",
-             "--distributed-executor-backend", "mp", "--max-model-len", "262144",
-             "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 6}' % draft],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        procs.append(proc)
-        for dummy in range(100):
-            try:
-                urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=1)
-                return port
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(proc.stderr.read().decode())
-                time.sleep(0.1)
-        raise RuntimeError("stand-in vllm did not start")
+        # free_port()'s port may be taken before the server binds it (other
+        # tests run beside this one under pytest-xdist): then another port.
+        for attempt in range(3):
+            port = free_port()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--host", "127.0.0.1",
+                 "--port", str(port), "--served-model-name", "laguna-s-fp8", "--enforce-eager",
+                 "--distributed-executor-backend", "mp", "--max-model-len", "262144",
+                 "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 6}' % draft],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            procs.append(proc)
+            # It logs this line once it has bound the port (or dies trying).
+            started, log = _wait_for_line(proc, "Starting vLLM API server on http://127.0.0.1:%d" % port, 30)
+            if started:
+                for dummy in range(100):
+                    try:
+                        urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=1)
+                        return port
+                    except OSError:
+                        if proc.poll() is not None:
+                            break
+                        time.sleep(0.1)
+            if proc.poll() is None:
+                raise RuntimeError("stand-in vllm did not start:\n" + log)
+            error = log + proc.stderr.read().decode(errors="replace")
+            if "Address already in use" not in error or attempt == 2:
+                raise RuntimeError(error)
+        raise AssertionError("not reached")
 
     yield start
     for proc in procs:
