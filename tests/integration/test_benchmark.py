@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import ansible_runner
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.integration
 RECIPE_POS = "0.89,0.76,0.65,0.55,0.48,0.41"
 TOKENS_PER_S = 200.0
 PREFILL_TOKENS_PER_S = 40000.0
+API_KEY = "sk-laguna-bench-0b7e41d9"
 
 # systemd-run / systemctl / journalctl that run and stop real processes.
 FAKE_SYSTEMD = r'''
@@ -123,6 +125,13 @@ elif prog == "systemd-run":
         command = args[args.index("--") + 1:]
         env = dict(os.environ)
         env.update(a.split("=", 1)[1].split("=", 1) for a in args if a.startswith("--setenv="))
+        # The private environment file (the API key, the Ray token) overrides them, as in systemd.
+        for a in args:
+            if a.startswith("--property=EnvironmentFile="):
+                path = a.split("=", 2)[2]
+                if not (path.startswith("-") and not os.path.exists(path[1:])):
+                    env.update(line.split("=", 1) for line in open(path.lstrip("-")).read().splitlines()
+                               if "=" in line and not line.startswith("#"))
         log = os.path.join(os.path.dirname(state_file), unit + ".log")
         with open(log, "a") as out:
             proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -203,6 +212,8 @@ def node(tmp_path, monkeypatch):
         # The stand-in draft is a config.json and a shard, not a loadable DFlash draft.
         "vllm_serve_draft_target_family": "FP8", "vllm_serve_draft_check": False,
         "vllm_serve_max_model_len": 8192,
+        # The mp backend: no Ray cluster here, so no Ray token either.
+        "laguna_ray_auth": False,
         "vllm_serve_api_retries": 60, "vllm_serve_api_delay": 1,
         "vllm_serve_environment": {
             "LAGUNA_STANDIN_TOKENS_PER_S": str(TOKENS_PER_S),
@@ -269,10 +280,13 @@ def expected(k):
 def test_the_sweep_report_and_restore_against_the_speed_model(node):
     """Baseline, k=6 and a k=4 that dies at start, with k=2 configured: the
     sweep goes on past the failure, restores k=2, measures TTFT there, and
-    the report, JSON and plots hold the speed model's figures."""
+    the report, JSON and plots hold the speed model's figures. The server
+    wants an API key (vllm_serve_api_key): every request sends it, and it
+    shows nowhere."""
     node.vllm(broken_k=4)
     result = run_benchmark(
-        node, hostvars="vllm_serve_num_speculative_tokens=2", vllm_serve_warmup_requests=1, vllm_serve_warmup_max_tokens=16,
+        node, hostvars="vllm_serve_num_speculative_tokens=2", vllm_serve_api_key=API_KEY,
+        vllm_serve_warmup_requests=1, vllm_serve_warmup_max_tokens=16,
         benchmark_k_values=[6, 4], benchmark_runs=3, benchmark_warmup=1, benchmark_prompt_tokens=512,
         benchmark_max_tokens=96, benchmark_ttft_prompt_tokens=[1024, 4096, 16384], benchmark_ttft_runs=2,
         benchmark_greedy_prompts=["Write a CSV parser.", "Implement an LRU cache."], benchmark_greedy_max_tokens=24)
@@ -293,6 +307,13 @@ def test_the_sweep_report_and_restore_against_the_speed_model(node):
     assert unit["pid"] and unit["state"] == "active"
     metrics = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % node.port, timeout=5).read().decode()
     assert 'position="1"' in metrics and 'position="2"' not in metrics  # k=2 serves on
+    # It serves with the key: /v1 wants it (so the sweep above sent it everywhere).
+    models = "http://127.0.0.1:%d/v1/models" % node.port
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(models, timeout=5)
+    assert refused.value.code == 401
+    keyed = urllib.request.Request(models, headers={"Authorization": "Bearer " + API_KEY})
+    assert json.loads(urllib.request.urlopen(keyed, timeout=5).read())["data"][0]["id"]
 
     results = node.tmp / "results"
     report = json.loads((results / "results.json").read_text())
@@ -345,6 +366,10 @@ def test_the_sweep_report_and_restore_against_the_speed_model(node):
     assert any(line.startswith("| 16,384 | skipped: ") for line in lines)
     assert any(line.startswith("| k=4 | failed: ") for line in lines)
     assert "All identical." in text
+    # The key is in none of the run's output, the JSON or the report.
+    for where, content in (("the output", result.text), ("results.json", (results / "results.json").read_text()),
+                           ("report.md", text)):
+        assert API_KEY not in content, "the API key is in %s" % where
 
     # The plots: PNGs whose embedded data is the report's.
     data = bench_report.plot_data(report)
