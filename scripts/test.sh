@@ -50,7 +50,7 @@ report() {
     printf '%-26s %8d%s\n' "$name" "${durations[$i]}" "$([ "$name" = "$failed" ] && [ "$ok" = false ] && echo '  FAILED')"
     json+="${json:+, }\"$name\": ${durations[$i]}"
   done
-  printf '%-26s %8d  (%d min)\n' total "$total" "$(((total + 59) / 60))"
+  printf '%-26s %8d  (%d min %02d s)\n' total "$total" "$((total / 60))" "$((total % 60))"
   mkdir -p "$(dirname "$out")"
   printf '{"phases": {%s}, "total_s": %d, "commit": "%s", "finished": "%s", "ok": %s}\n' \
     "$json" "$total" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
