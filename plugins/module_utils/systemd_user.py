@@ -245,6 +245,45 @@ def human_size(value):
     return str(size)
 
 
+# Settings that `systemctl show` names otherwise: TimeoutStopSec=20 shows as
+# TimeoutStopUSec=20s.
+SHOW_NAMES = {"TimeoutStopSec": "TimeoutStopUSec", "TimeoutStartSec": "TimeoutStartUSec",
+              "RestartSec": "RestartUSec", "RuntimeMaxSec": "RuntimeMaxUSec"}
+_SPAN_UNITS = (("usec", 1), ("us", 1), ("msec", 1000), ("ms", 1000), ("seconds", 10 ** 6), ("second", 10 ** 6),
+               ("sec", 10 ** 6), ("s", 10 ** 6), ("minutes", 60 * 10 ** 6), ("minute", 60 * 10 ** 6),
+               ("min", 60 * 10 ** 6), ("m", 60 * 10 ** 6), ("hours", 3600 * 10 ** 6), ("hour", 3600 * 10 ** 6),
+               ("hr", 3600 * 10 ** 6), ("h", 3600 * 10 ** 6), ("days", 86400 * 10 ** 6), ("day", 86400 * 10 ** 6),
+               ("d", 86400 * 10 ** 6), ("weeks", 604800 * 10 ** 6), ("week", 604800 * 10 ** 6),
+               ("w", 604800 * 10 ** 6))
+_SPAN_TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)")
+
+
+def show_name(name):
+    """The name `systemctl show` reports setting ``name`` under."""
+    return SHOW_NAMES.get(name, name)
+
+
+def timespan_usec(value):
+    """A time span as systemd reads it (a bare number is seconds; ``1min 30s``), in microseconds;
+    ``infinity`` stays ``"infinity"``. Raises ValueError for anything else."""
+    text = str(value).strip().lower()
+    if text == "infinity":
+        return text
+    total, pos = 0, 0
+    while pos < len(text):
+        match = _SPAN_TERM.match(text, pos)
+        if not match or match.end() == pos:
+            raise ValueError("not a time span: %r" % (value,))
+        factor = dict(_SPAN_UNITS).get(match.group(2) or "s")
+        if factor is None:
+            raise ValueError("not a time span: %r" % (value,))
+        total += int(round(float(match.group(1)) * factor))
+        pos = match.end()
+    if not text:
+        raise ValueError("not a time span: %r" % (value,))
+    return total
+
+
 def is_size_property(name):
     """Whether systemd reports ``name`` in bytes (or infinity): Memory* and Limit* properties."""
     return name.startswith(("Memory", "Limit"))
@@ -276,6 +315,11 @@ def same_property(name, want, have):
             return size_bytes(hard) == size_bytes(have_text)
         except ValueError:
             pass  # not a size (MemoryAccounting=yes, MemoryMax=80%): as below
+    if name in SHOW_NAMES:
+        try:
+            return timespan_usec(want_text) == timespan_usec(have_text)
+        except ValueError:
+            return False
     if isinstance(want, bool) or want_text.lower() in _BOOLEANS:
         return (_BOOLEANS.get(have_text.lower()) is not None
                 and _BOOLEANS.get(want_text.lower()) == _BOOLEANS.get(have_text.lower()))
@@ -315,8 +359,8 @@ def environment_drift(want, have):
 
 def properties_drift(want, props):
     """Every wanted property that the unit shows otherwise."""
-    return [_difference("property", str(name), value, props.get(name, ""))
-            for name, value in want.items() if not same_property(name, value, props.get(name, ""))]
+    return [_difference("property", str(name), value, props.get(show_name(name), ""))
+            for name, value in want.items() if not same_property(name, value, props.get(show_name(name), ""))]
 
 
 def drift(props, command=None, environment=None, properties=None, have_environment=None):

@@ -305,7 +305,7 @@ def main():
                     for key in ("expect_command", "expect_environment", "expect_properties"))
     extra = list(params["properties"])
     if expecting:
-        extra += ["ExecStart"] + [str(name) for name in params["expect_properties"] or {}]
+        extra += ["ExecStart"] + [su.show_name(str(name)) for name in params["expect_properties"] or {}]
     wanted = tuple(dict.fromkeys(list(su.DEFAULT_PROPERTIES) + extra))
     units = su.UserUnits(module, params["runtime_dir"])
 

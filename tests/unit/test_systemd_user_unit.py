@@ -465,3 +465,17 @@ def test_values_from_an_environment_file_are_read_from_the_running_process(syste
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_time_settings_compare_as_systemd_shows_them():
+    # TimeoutStopSec=20 shows as TimeoutStopUSec=20s.
+    assert su.show_name("TimeoutStopSec") == "TimeoutStopUSec" and su.show_name("KillMode") == "KillMode"
+    assert su.same_property("TimeoutStopSec", "20", "20s")
+    assert su.same_property("TimeoutStopSec", "90", "1min 30s")
+    assert su.same_property("TimeoutStopSec", "100ms", "100ms")
+    assert not su.same_property("TimeoutStopSec", "20", "1min 30s")
+    assert not su.same_property("TimeoutStopSec", "20", "")
+    assert su.timespan_usec("infinity") == "infinity"
+    props = {"TimeoutStopUSec": "1min 30s", "KillMode": "mixed"}
+    drift = su.properties_drift({"TimeoutStopSec": "20", "KillMode": "mixed"}, props)
+    assert drift == [{"what": "property", "name": "TimeoutStopSec", "want": "20", "have": "1min 30s"}]
