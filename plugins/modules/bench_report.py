@@ -44,13 +44,11 @@ attributes:
   check_mode:
     support: full
     description: Reports what would be written and writes nothing.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: posix
     description: Any POSIX controller or node.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -34,13 +34,7 @@ attributes:
   check_mode:
     support: full
     description: Only reads; the same checks run in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
 options:
   specs:
     description: Parsed C(meta/argument_specs.yml) files of the collection's roles.

@@ -29,13 +29,7 @@ attributes:
   check_mode:
     support: full
     description: O(state=check) only reads; O(state=record) writes nothing in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
 options:
   state:
     description:

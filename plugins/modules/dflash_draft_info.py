@@ -40,13 +40,11 @@ attributes:
   check_mode:
     support: full
     description: Only reads files; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: posix
     description: Any POSIX host holding the draft and target checkpoints.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   path:
     description: The draft checkpoint directory.

@@ -28,13 +28,11 @@ attributes:
   check_mode:
     support: full
     description: Only reads; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: linux
     description: Linux with the NVIDIA driver (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   nvidia_smi:
     description: The nvidia-smi executable.

@@ -21,13 +21,11 @@ attributes:
   check_mode:
     support: full
     description: Only reads from the Hub; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: posix
     description: Any POSIX system that can reach the Hub.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   repo:
     description: Repo id, as C(owner/name).

@@ -54,10 +54,7 @@ attributes:
   diff_mode:
     support: full
     description: Shows the patched region of the file before and after.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.dgx_spark]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -27,13 +27,11 @@ attributes:
   check_mode:
     support: full
     description: Runs rsync with C(--dry-run).
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: posix
     description: Linux nodes with rsync and ssh (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   src:
     description: Local directory holding the good copy.

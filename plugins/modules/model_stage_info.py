@@ -19,14 +19,6 @@ description:
     C(--inplace) transfer that left the right file names behind.
   - Read-only; supports check mode.
 options:
-  path:
-    description: The checkpoint directory.
-    type: path
-    required: true
-  shard_pattern:
-    description: Glob that names a shard in the top directory.
-    type: str
-    default: "*.safetensors"
   expected_shards:
     description: How many shards a complete checkpoint has; unset means at least one.
     type: int
@@ -42,13 +34,7 @@ attributes:
   check_mode:
     support: full
     description: Only reads the directory; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.checkpoint]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -29,28 +29,14 @@ attributes:
   check_mode:
     support: full
     description: Reports what it would remove; removes and stops nothing.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.checkpoint]
 options:
-  path:
-    description: The checkpoint directory.
-    type: path
-    required: true
   expected:
     description:
       - Relative path to V({size, sha256}) or V({size, git_oid}), for every
         file a complete copy has.
     type: dict
     required: true
-  shard_pattern:
-    description: Glob that names a shard in the top directory.
-    type: str
-    default: "*.safetensors"
   expected_shards:
     description: How many shards O(expected) must name; unset means at least one.
     type: int

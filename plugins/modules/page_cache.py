@@ -23,13 +23,11 @@ attributes:
   check_mode:
     support: full
     description: Reports how much is cached and would be dropped; drops nothing.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: linux
     description: Linux (C(mincore(2)) and C(posix_fadvise(2))).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   paths:
     description: Directory trees (missing ones are reported as such and skipped).

@@ -21,13 +21,11 @@ attributes:
   check_mode:
     support: full
     description: Only reads C(/proc); the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: linux
     description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   port:
     description: TCP port.

@@ -70,17 +70,7 @@ options:
     description: Work out the GID policy (needs the twins' addresses in place); fail if none fits.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Only reads sysfs; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.attributes.reads_sysfs]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -39,17 +39,7 @@ options:
     description: Directory holding the RDMA devices; a fake tree in tests.
     type: path
     default: /sys/class/infiniband
-attributes:
-  check_mode:
-    support: full
-    description: Only reads sysfs; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.attributes.reads_sysfs]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -21,13 +21,11 @@ attributes:
   check_mode:
     support: full
     description: The same report in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: posix
     description: Any host.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   kind:
     description: Which role's report to build.

@@ -23,13 +23,7 @@ attributes:
   check_mode:
     support: full
     description: Reports what would be stopped.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
 options:
   pattern:
     description: Regular expression searched in each process's command line.

@@ -64,10 +64,6 @@ options:
     description: Seconds the service must stay up after starting to count as started (0 to 600).
     type: int
     default: 3
-  runtime_dir:
-    description:
-      - The user's C(XDG_RUNTIME_DIR). Defaults to C(/run/user/<uid>).
-    type: path
   persistent:
     description:
       - Run the service from an enabled unit file with C(Restart=on-failure)
@@ -136,10 +132,7 @@ attributes:
   diff_mode:
     support: full
     description: Shows the unit file before and after (persistent units).
-  platform:
-    support: full
-    platforms: posix
-    description: Needs systemd with a user manager (lingering or a login session).
+extends_documentation_fragment: [laguna.spark.systemd_user]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -39,9 +39,6 @@ options:
     type: list
     elements: str
     default: []
-  runtime_dir:
-    description: The user's C(XDG_RUNTIME_DIR). Defaults to C(/run/user/<uid>).
-    type: path
   expect_command:
     description:
       - The argv the unit should run, compared with its C(ExecStart) property.
@@ -91,10 +88,7 @@ attributes:
   diff_mode:
     support: full
     description: Shows the unit's ActiveState before and after.
-  platform:
-    support: full
-    platforms: posix
-    description: Needs systemd with a user manager (lingering or a login session).
+extends_documentation_fragment: [laguna.spark.systemd_user]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

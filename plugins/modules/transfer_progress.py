@@ -21,13 +21,11 @@ attributes:
   check_mode:
     support: full
     description: Only reads and waits; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
   platform:
     support: full
     platforms: posix
     description: Any POSIX system the async job runs on.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   results_file:
     description: The async job's results file (an async task's registered C(results_file)).

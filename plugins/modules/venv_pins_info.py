@@ -43,13 +43,7 @@ attributes:
   check_mode:
     support: full
     description: Only reads the installed packages; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -35,10 +35,6 @@ description:
   - A server that answers 401 (it serves with an API key that O(api_key) does
     not match) fails the module with a message that names the fix.
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    default: http://127.0.0.1:8000
   api_key:
     description:
       - The server's API key (vLLM's C(--api-key) or C(VLLM_API_KEY); the
@@ -89,13 +85,7 @@ attributes:
   check_mode:
     support: full
     description: Nothing is sent in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Any POSIX host that can reach the server.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.vllm_server, laguna.spark.vllm_server.any_host]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

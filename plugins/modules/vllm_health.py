@@ -19,10 +19,6 @@ description:
     state in which a restart helps. Anything else is C(unhealthy).
   - Read-only.
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    default: http://127.0.0.1:8000
   api_key:
     description:
       - The server's API key (the collection's C(vllm_serve_api_key)), sent as
@@ -39,13 +35,7 @@ attributes:
   check_mode:
     support: full
     description: Only sends a GET request; the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Linux (DGX Spark, Ubuntu 24.04).
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.vllm_server]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

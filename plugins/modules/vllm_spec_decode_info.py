@@ -19,10 +19,6 @@ description:
     was accepted, the sign of a draft that does not match the target.
   - Read-only; supports check mode.
 options:
-  url:
-    description: Base URL of the server.
-    type: str
-    default: http://127.0.0.1:8000
   api_key:
     description:
       - The server's API key (the collection's C(vllm_serve_api_key)), sent as
@@ -43,13 +39,7 @@ attributes:
   check_mode:
     support: full
     description: Only reads C(/metrics); the same result in check mode.
-  diff_mode:
-    support: none
-    description: Reports no diff.
-  platform:
-    support: full
-    platforms: posix
-    description: Any POSIX host that can reach the server.
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.vllm_server, laguna.spark.vllm_server.any_host]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# Copyright: laguna-spark developers
+# Apache-2.0
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+    """Modules that talk to a running vLLM server over HTTP."""
+
+    # The server's address (the API key's wording differs per module and
+    # stays in each module).
+    DOCUMENTATION = r"""
+options:
+  url:
+    description: Base URL of the server.
+    type: str
+    default: http://127.0.0.1:8000
+"""
+
+    # Modules that need nothing on the host they run on but a route to the
+    # server.
+    ANY_HOST = r"""
+options: {}
+attributes:
+  platform:
+    support: full
+    platforms: posix
+    description: Any POSIX host that can reach the server.
+"""
