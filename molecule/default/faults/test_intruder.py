@@ -147,19 +147,19 @@ def test_every_port_ray_listens_on_is_guarded_and_refuses_a_stranger(intruder):
 
 
 def test_ray_refuses_a_stranger_with_or_without_the_token(intruder):
-    rc, out = sh(intruder, "timeout 60 %s/ray status --address %s:6379" % (INTRUDER_RAY, HEAD_IP))
+    rc, out = sh(intruder, "timeout 20 %s/ray status --address %s:6379" % (INTRUDER_RAY, HEAD_IP))
     assert rc != 0 and "Active:" not in out, out[-2000:]
     token = podman(HEAD, "cat", RAY_TOKEN_PATH, user=USER)
-    rc, out = sh(intruder, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN=%s timeout 60 %s/ray status --address %s:6379"
+    rc, out = sh(intruder, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN=%s timeout 20 %s/ray status --address %s:6379"
                  % (shlex.quote(token), INTRUDER_RAY, HEAD_IP))
     assert rc != 0 and "Active:" not in out, out[-2000:]
 
 
 def test_a_stranger_cannot_join_or_run_a_task_on_the_head(intruder):
-    rc, out = sh(intruder, "timeout 60 %s/ray start --block --address=%s:6379 --node-ip-address=%s"
+    rc, out = sh(intruder, "timeout 30 %s/ray start --block --address=%s:6379 --node-ip-address=%s"
                  % (INTRUDER_RAY, HEAD_IP, INTRUDER_IP), timeout=120)
     assert rc != 0, out[-2000:]
-    rc, out = sh(intruder, "timeout 60 %s/python -c %s %s:6379" % (INTRUDER_RAY, shlex.quote(DRIVER), HEAD_IP),
+    rc, out = sh(intruder, "timeout 30 %s/python -c %s %s:6379" % (INTRUDER_RAY, shlex.quote(DRIVER), HEAD_IP),
                  timeout=120)
     assert rc != 0 and "RAN" not in out, out[-2000:]
 
@@ -176,8 +176,8 @@ def test_the_api_refuses_a_completion_without_the_key(intruder):
               "    print(urllib.request.urlopen(req, timeout=30).status)\n"
               "except urllib.error.HTTPError as exc:\n"
               "    print(exc.code, exc.read().decode())\n" % HEAD_IP)
-    assert podman(intruder, "python3", "-c", script) == '401 {"error": "Unauthorized"}'
-    assert podman(intruder, "python3", "-c", script, "not-the-key") == '401 {"error": "Unauthorized"}'
+    assert podman(intruder, "python3", "-c", script) == '401 {"error":"Unauthorized"}'
+    assert podman(intruder, "python3", "-c", script, "not-the-key") == '401 {"error":"Unauthorized"}'
     assert podman(intruder, "python3", "-c", script, API_KEY) == "200"
 
 
