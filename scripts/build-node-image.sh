@@ -55,7 +55,9 @@ if [ "${1:-}" = --print-packages ]; then
   echo "${INSTALL[*]}"
   exit
 fi
-read -r DEB_ARCH _ <<<"$(node_platform "$ARCH")"
+# A plain assignment, so that an unsupported architecture stops the build here.
+platform="$(node_platform "$ARCH")"
+read -r DEB_ARCH _ <<<"$platform"
 
 IMAGE="${LAGUNA_NODE_IMAGE:-localhost/laguna-spark-node:latest}"
 SUITE="${LAGUNA_NODE_SUITE:-bookworm}"

@@ -66,9 +66,9 @@ def test_the_image_key_covers_the_script_its_package_lists_and_the_platform(tmp_
         assert build_id(str(copy), LAGUNA_NODE_ARCH="x86_64") != base, name
 
 
-def test_debootstrap_installs_nftables(tmp_path):
-    """The rootfs gets nft (the firewall role needs it; Ubuntu 24.04 has it): the real build
-    path up to debootstrap, with podman and debootstrap stand-ins on PATH."""
+def build_until_debootstrap(tmp_path, **env):
+    """The real build path up to debootstrap, with podman and debootstrap stand-ins on PATH
+    (debootstrap records its arguments and fails, so nothing is built or imported)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     record = tmp_path / "debootstrap.args"
@@ -78,8 +78,20 @@ def test_debootstrap_installs_nftables(tmp_path):
         (bindir / tool).chmod(0o755)
     out = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, check=False,
                          env=dict(os.environ, PATH="%s:%s" % (bindir, os.environ["PATH"]),
-                                  LAGUNA_NODE_IMAGE="localhost/laguna-test-never-built"))
-    assert out.returncode != 0  # the stand-in debootstrap fails: nothing is imported
+                                  LAGUNA_NODE_IMAGE="localhost/laguna-test-never-built", **env))
+    assert out.returncode != 0
+    return out, record
+
+
+def test_an_unknown_architecture_stops_the_build_before_debootstrap(tmp_path):
+    out, record = build_until_debootstrap(tmp_path, LAGUNA_NODE_ARCH="riscv64")
+    assert "unsupported architecture: riscv64" in out.stderr
+    assert not record.exists()
+
+
+def test_debootstrap_installs_nftables(tmp_path):
+    """The rootfs gets nft (the firewall role needs it; Ubuntu 24.04 has it)."""
+    _out, record = build_until_debootstrap(tmp_path)
     args = record.read_text().splitlines()
     (include,) = [a for a in args if a.startswith("--include=")]
     packages = include[len("--include="):].split(",")
