@@ -40,15 +40,18 @@ fi
 . scripts/podman-env.sh
 
 mkdir -p .cache
+setup_start=$(date +%s)
 # One background step: its output in .cache/NAME.log, its tail on failure.
 step() {
-  local name=$1
+  local name=$1 begin
   shift
+  begin=$(date +%s)
   if ! "$@" > ".cache/$name.log" 2>&1; then
     echo "setup: $name failed ($*); the end of .cache/$name.log:" >&2
     tail -n 30 ".cache/$name.log" >&2
     return 1
   fi
+  echo "setup: $name $(($(date +%s) - begin)) s (done $(($(date +%s) - setup_start)) s after the lanes started)"
 }
 lanes=()
 # On failure, end the lanes still running: each is a process group of its own.
@@ -65,6 +68,7 @@ set -m  # the lanes get process groups of their own (stop_lanes)
 lanes+=($!)
 set +m
 
+venv_start=$(date +%s)
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -72,6 +76,7 @@ if ! cmp -s requirements.txt .venv/.requirements.installed; then
   .venv/bin/pip install --quiet -r requirements.txt
   cp requirements.txt .venv/.requirements.installed
 fi
+echo "setup: .venv $(($(date +%s) - venv_start)) s"
 
 set -m
 ( step node-index env PYTHON="$PWD/.venv/bin/python" bash scripts/node-index.sh &&
@@ -79,7 +84,9 @@ set -m
 lanes+=($!)
 set +m
 
+image_start=$(date +%s)
 bash scripts/build-node-image.sh
+echo "setup: node image $(($(date +%s) - image_start)) s"
 if [ "${LAGUNA_SETUP_COLLECTION:-yes}" != no ]; then
   # The collection as users install it, where ansible.cfg and molecule look.
   bash scripts/collection.sh >/dev/null
