@@ -161,13 +161,22 @@ def collection_items(rendered, systemd_run_argv, rsync_argv):
     return items
 
 
-def differences_table(readme_text):
-    """{item: row} of the README's table of deliberate differences."""
-    section = readme_text.split("## Differences from the recipe", 1)
-    if len(section) < 2:
-        return {}
+DIFFERENCES_PAGE = "docs/differences-from-the-recipe.md"
+DIFFERENCES_HEADER = ["item", "recipe value", "variable", "default", "why"]
+
+
+def differences_table(page_text):
+    """{item: row} of the table of deliberate differences in DIFFERENCES_PAGE,
+    or None when the page has no such table (its header row is missing)."""
+    lines = page_text.splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if [c.strip() for c in line.strip().strip("|").split("|")] == DIFFERENCES_HEADER), None)
+    if start is None:
+        return None
     rows = {}
-    for line in section[1].split("\n## ", 1)[0].splitlines():
+    for line in lines[start + 1:]:
+        if not line.strip().startswith("|"):
+            break
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 5 or not cells[0].startswith("`"):
             continue
@@ -184,17 +193,18 @@ def compare(recipe, collection, table):
         row = table.get(item)
         if want == have:
             if row:
-                problems.append("%s: the README lists a difference, but both are %r" % (item, want))
+                problems.append("%s: %s lists a difference, but both are %r" % (item, DIFFERENCES_PAGE, want))
             continue
         if not row:
-            problems.append("%s: recipe %r, collection %r, and no row in the README's "
-                            "'Differences from the recipe' table" % (item, want, have))
+            problems.append("%s: recipe %r, collection %r, and no row in the "
+                            "'Differences from the recipe' table of %s" % (item, want, have, DIFFERENCES_PAGE))
             continue
         if row["recipe"] != want:
-            problems.append("%s: the README says the recipe has %r, it has %r" % (item, row["recipe"], want))
+            problems.append("%s: %s says the recipe has %r, it has %r"
+                            % (item, DIFFERENCES_PAGE, row["recipe"], want))
         if row["default"] != have:
-            problems.append("%s: the README says the default is %r, the collection renders %r"
-                            % (item, row["default"], have))
+            problems.append("%s: %s says the default is %r, the collection renders %r"
+                            % (item, DIFFERENCES_PAGE, row["default"], have))
         if len(row["why"]) < 15:
-            problems.append("%s: the README row does not say why" % item)
+            problems.append("%s: the row in %s does not say why" % (item, DIFFERENCES_PAGE))
     return problems

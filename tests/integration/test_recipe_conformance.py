@@ -3,8 +3,8 @@
 Both sides are read, not typed in: the recipe's shell blocks run with stubs
 (tests/helpers/recipe.py) and the roles' render task files run for the
 default inventory (tests/helpers/render.py). Every recipe value must appear
-with the same value, or the README's "Differences from the recipe" table
-must name the difference (recipe value, variable, default, why).
+with the same value, or the "Differences from the recipe" table of
+docs/differences-from-the-recipe.md must name the difference (recipe value, variable, default, why).
 """
 
 import os
@@ -39,8 +39,16 @@ def sides(tmp_path_factory):
                                           head["user"], rendered["sysfs"], text=text)
     want = conformance.recipe_items(calls, text, head["home"], head["roce_ip"], worker["roce_ip"])
     have = conformance.collection_items(rendered, collection_systemd_run, collection_rsync)
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+    page = os.path.join(ROOT, conformance.DIFFERENCES_PAGE)
+    if not os.path.isfile(page):
+        pytest.fail("%s is missing: it holds the table of differences from the recipe"
+                    % conformance.DIFFERENCES_PAGE, pytrace=False)
+    with open(page, encoding="utf-8") as fh:
         table = conformance.differences_table(fh.read())
+    if not table:
+        pytest.fail("%s has no table of differences from the recipe (a header row '| %s |' "
+                    "and rows whose item is in backquotes)"
+                    % (conformance.DIFFERENCES_PAGE, " | ".join(conformance.DIFFERENCES_HEADER)), pytrace=False)
     return {"want": want, "have": have, "table": table, "transcript": transcript, "calls": calls,
             "rendered": rendered}
 

@@ -4,7 +4,8 @@ roles/venv/defaults/main.yml holds the pins. scripts/hf-venv.sh (the staging
 tests' real `hf`) and scripts/node-index.sh (the molecule nodes' package
 index) read huggingface_hub's (and Ray's) from there, so the `hf` the tests
 run is the one the role installs on a Spark; the argument spec documents the
-same default, and the README names the same version.
+same default, and the README (and any docs/ page that names a version)
+names the same one.
 """
 import ast
 import os
@@ -104,6 +105,12 @@ def test_scripts_refuse_a_pin_they_cannot_share(tmp_path, line):
 
 def test_readme_names_the_pinned_version():
     version = venv_pins.parse_pin(role_pins()["huggingface-hub"])[1]
-    with open(os.path.join(ROOT, "README.md")) as handle:
-        named = re.findall(r"huggingface_hub (\d[\w.+]*)", handle.read())
-    assert named and set(named) == {version}, named
+    pages = ["README.md"] + sorted(os.path.join("docs", name) for name in os.listdir(os.path.join(ROOT, "docs"))
+                                   if name.endswith(".md"))
+    named = {}
+    for page in pages:
+        with open(os.path.join(ROOT, page)) as handle:
+            named[page] = re.findall(r"huggingface_hub (\d[\w.+]*)", handle.read())
+    assert named["README.md"], "README.md no longer names huggingface_hub's version"
+    for page, versions in named.items():
+        assert set(versions) <= {version}, (page, versions, version)
