@@ -57,7 +57,7 @@ def one_stop(head, worker):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("-i", "--inventory",
                         default=os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "."), "inventory"))
     parser.add_argument("--rounds", type=int, default=1)

@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs
           debootstrap rsync openssh-client openssh-server netplan.io python3 python3-venv python3-pip
-          ca-certificates)
+          ca-certificates nftables)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg-query -W -f '${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed || missing+=("$pkg")
