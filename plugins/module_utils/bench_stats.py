@@ -4,7 +4,8 @@
 """Arithmetic of the benchmark: medians and spreads, spec-decode windows, memory, log lines.
 
 Everything here is a pure function of its inputs (no I/O), so the figures the
-benchmark reports can be checked against known inputs.
+benchmark reports can be checked against known inputs.  /metrics is read by
+prometheus.samples().
 """
 
 from __future__ import annotations
@@ -13,18 +14,9 @@ import hashlib
 import math
 import re
 
+from ansible_collections.laguna.spark.plugins.module_utils import prometheus
+
 GIB = float(1 << 30)
-
-DRAFTS = "vllm:spec_decode_num_drafts_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-# vLLM 0.25 declares the counter vllm:spec_decode_num_accepted_tokens_per_pos
-# with a "position" label; the exposition appends _total.
-ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-
-_SAMPLE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\S+)?\s*$")
-_LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 
 def decode_rate(completion_tokens, t_first, t_last):
@@ -63,40 +55,21 @@ def summary(values):
             "stdev": stdev, "relative_spread": (spread / mid) if mid else None, "values": kept}
 
 
-def parse_samples(text):
-    """[(name, {label: value}, value)] of a Prometheus text exposition; NaN samples are left out."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match.group("value"))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        labels = {m.group("key"): m.group("value") for m in _LABEL.finditer(match.group("labels") or "")}
-        samples.append((match.group("name"), labels, value))
-    return samples
-
-
 def spec_counters(text):
-    """The spec-decode counters of one /metrics reading, summed over engines.
+    """The spec-decode counters of one /metrics reading (read by prometheus.samples), summed over engines.
 
     per_position maps the draft position (0-based) to accepted tokens there.
     """
     counters = {"drafts": None, "draft_tokens": None, "accepted_tokens": None, "per_position": {}}
-    keys = {DRAFTS: "drafts", DRAFT_TOKENS: "draft_tokens", ACCEPTED: "accepted_tokens"}
-    for name, labels, value in parse_samples(text):
+    keys = {name: key for key, name in prometheus.SPEC_DECODE.items()}
+    for name, labels, value in prometheus.samples(text):
         if name in keys:
             key = keys[name]
             counters[key] = (counters[key] or 0.0) + value
-        elif name == ACCEPTED_PER_POS and labels.get("position", "").isdigit():
-            pos = int(labels["position"])
-            counters["per_position"][pos] = counters["per_position"].get(pos, 0.0) + value
+        elif name == prometheus.ACCEPTED_PER_POS:
+            pos = prometheus.label_position(labels)
+            if pos is not None:
+                counters["per_position"][pos] = counters["per_position"].get(pos, 0.0) + value
     return counters
 
 

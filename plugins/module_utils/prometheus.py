@@ -1,10 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""Sum samples of a Prometheus text exposition and read vLLM spec-decode counters.
+"""The collection's one reader of the Prometheus text exposition (vLLM's /metrics).
 
 Modules run on the nodes' system Python, where prometheus_client is not
-guaranteed, so this reads the (simple, line-based) text format itself.
+guaranteed, so this reads the (simple, line-based) text format itself:
+samples() parses it; sums() (vllm_spec_decode_info, the verify step) and
+bench_stats.spec_counters() (the benchmark) are built on it.  Checked against
+the exposition of vLLM 0.25.1's own registry by tests/conformance/test_vllm_metrics.py.
 """
 
 from __future__ import annotations
@@ -15,15 +18,46 @@ import re
 _SAMPLE = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\S+)?\s*$"
 )
+_LABEL = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
 SPEC_DECODE = {
     "drafts": "vllm:spec_decode_num_drafts_total",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
 }
-# vLLM 0.25.1's per-draft-position counter: one sample per engine and position.
+# vLLM 0.25.1 declares the counter vllm:spec_decode_num_accepted_tokens_per_pos
+# with a "position" label (one sample per engine and position); the exposition
+# appends _total.
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-_POSITION = re.compile(r'(?:^|,)\s*position="(\d+)"')
+
+
+def samples(text):
+    """[(name, {label: value}, value)] of a Prometheus text exposition, in order.
+
+    Comments, lines that are not samples and NaN samples are left out.
+    """
+    found = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            continue
+        try:
+            value = float(match.group("value"))
+        except ValueError:
+            continue
+        if math.isnan(value):
+            continue
+        labels = {m.group("key"): m.group("value") for m in _LABEL.finditer(match.group("labels") or "")}
+        found.append((match.group("name"), labels, value))
+    return found
+
+
+def label_position(labels):
+    """The draft position (int) in a per-position acceptance sample's labels, or None."""
+    value = labels.get("position", "")
+    return int(value) if value.isdecimal() else None
 
 
 def position_key(position):
@@ -38,24 +72,12 @@ def sums(text):
     position_key(n).
     """
     totals = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match:
-            continue
-        try:
-            value = float(match.group("value"))
-        except ValueError:
-            continue
-        if math.isnan(value):
-            continue
-        name = match.group("name")
+    for name, labels, value in samples(text):
         totals[name] = totals.get(name, 0.0) + value
         if name == ACCEPTED_PER_POS:
-            position = _POSITION.search(match.group("labels") or "")
-            if position:
-                key = position_key(int(position.group(1)))
+            pos = label_position(labels)
+            if pos is not None:
+                key = position_key(pos)
                 totals[key] = totals.get(key, 0.0) + value
     return totals
 

@@ -278,9 +278,11 @@ def expose_metrics(config, drafts):
     vLLM's own PrometheusStatLogger (the API server's) registers its metrics for
     the VllmConfig; the drafts go through SpecDecodingStats.observe_draft and
     SpecDecodingProm.observe, as the scheduler's stats do; the text is
-    prometheus_client's exposition of the registry, as /metrics serves it.
+    prometheus_client's exposition of the registry, as /metrics serves it, and
+    "samples" is that text as prometheus_client's parser reads it.
     """
     import prometheus_client
+    from prometheus_client.parser import text_string_to_metric_families
     from vllm.v1.metrics.loggers import PrometheusStatLogger
     from vllm.v1.spec_decode.metrics import SpecDecodingStats
 
@@ -299,7 +301,11 @@ def expose_metrics(config, drafts):
             "samples": sorted({sample.name for sample in family.samples}),
             "labels": sorted({name for sample in family.samples for name in sample.labels}),
         }
-    return {"text": prometheus_client.generate_latest().decode(), "families": families,
+    text = prometheus_client.generate_latest().decode()
+    # prometheus_client's own reading of that text: what the collection's reader must find.
+    parsed = [[sample.name, sample.labels, sample.value]
+              for family in text_string_to_metric_families(text) for sample in family.samples]
+    return {"text": text, "families": families, "samples": parsed,
             "observed": {"num_drafts": stats.num_drafts, "num_draft_tokens": stats.num_draft_tokens,
                          "num_accepted_tokens": stats.num_accepted_tokens,
                          "num_accepted_tokens_per_pos": list(stats.num_accepted_tokens_per_pos)}}

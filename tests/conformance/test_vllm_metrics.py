@@ -4,8 +4,12 @@ The real text comes from the conformance venv (probe_vllm_args.py, "metrics"
 stage): vLLM's PrometheusStatLogger registered for the rendered serve config, fed
 METRICS_DRAFTS through SpecDecodingStats / SpecDecodingProm, exposed by
 prometheus_client.  No metric name is typed in here except to pick families.
+The collection reads /metrics with one parser, prometheus.samples(), under
+prometheus.sums() (vllm_spec_decode_info) and bench_stats.spec_counters() (the
+benchmark); it must read every sample prometheus_client's own parser reads.
 """
 
+import math
 import os
 import re
 import sys
@@ -113,3 +117,25 @@ def test_benchmark_reader_parses_real_vllm_output(real):
 def test_standin_and_vllm_read_the_same(real, standin_text):
     assert prometheus.spec_decode(prometheus.sums(standin_text)) == \
         prometheus.spec_decode(prometheus.sums(real["text"]))
+
+
+def test_the_one_parser_reads_what_prometheus_client_reads(real):
+    """prometheus.samples() on vLLM's whole exposition (every family, not only spec decode)
+    finds the samples prometheus_client's parser finds, with the same labels and values."""
+    def key(sample):
+        name, labels, value = sample
+        return name, tuple(sorted(labels.items())), value
+
+    theirs = sorted(key(s) for s in real["samples"] if not math.isnan(s[2]))
+    ours = sorted(key(s) for s in prometheus.samples(real["text"]))
+    assert len(theirs) > 20 and any(name.startswith("vllm:spec_decode") for name, _l, _v in theirs)
+    assert ours == theirs
+
+
+def test_both_views_of_the_one_parser_agree_on_real_vllm_output(real):
+    totals = prometheus.sums(real["text"])
+    counters = bench_stats.spec_counters(real["text"])
+    for key, name in prometheus.SPEC_DECODE.items():
+        assert counters[key] == totals[name], key
+    assert [counters["per_position"][p] for p in sorted(counters["per_position"])] == \
+        prometheus.spec_decode(totals)["accepted_tokens_per_position"]

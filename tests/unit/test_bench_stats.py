@@ -58,8 +58,6 @@ def test_counters_sum_engines_and_keep_positions():
     counters = bench_stats.spec_counters(AFTER)
     assert counters["drafts"] == 300.0 and counters["accepted_tokens"] == 1048.0
     assert counters["per_position"] == {0: 268.0, 1: 232.0, 2: 190.0, 3: 150.0, 4: 116.0, 5: 92.0}
-    labels = bench_stats.parse_samples('m{a="x",position="3"} 2\nbad line\nn NaN\n')
-    assert labels == [("m", {"a": "x", "position": "3"}, 2.0)]
 
 
 def test_window_of_the_recipes_acceptance():

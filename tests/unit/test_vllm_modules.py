@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.laguna.spark.plugins.module_utils import prometheus, vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
 from ansible_collections.laguna.spark.plugins.modules import vllm_bench, vllm_spec_decode_info
 from helpers import DOUBLES
 
@@ -19,21 +19,6 @@ vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 110.0
 vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 100.0
 vllm:gpu_cache_usage_perc{engine="0"} NaN
 """
-
-
-def test_prometheus_sums_label_sets_and_derives_rates():
-    totals = prometheus.sums(METRICS)
-    assert totals["vllm:spec_decode_num_draft_tokens_total"] == 660.0
-    spec = prometheus.spec_decode(totals)
-    assert spec["present"] and spec["accepted_tokens"] == 330
-    assert spec["acceptance_rate"] == 0.5
-    assert spec["mean_acceptance_length"] == 4.0
-    assert "vllm:gpu_cache_usage_perc" not in totals
-
-
-def test_spec_decode_absent():
-    spec = prometheus.spec_decode(prometheus.sums("vllm:generation_tokens_total 5\n"))
-    assert not spec["present"] and spec["acceptance_rate"] is None
 
 
 def test_measure_stream_formula():
