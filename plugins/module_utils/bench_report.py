@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.laguna.spark.plugins.module_utils import bench_stats
+from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, vllm_log
 
 SCHEMA = "laguna.spark.benchmark/1"
 
@@ -162,7 +162,7 @@ def build(raw):
         "ttft": ttft,
         "identity": _identity(steps),
         "memory": memory,
-        "vllm_log": bench_stats.vllm_log(raw.get("vllm_log") or []),
+        "vllm_log": vllm_log.report(raw.get("vllm_log") or []),
         "failures": failures,
         "recipe": RECIPE,
     }

@@ -1,18 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""Arithmetic of the benchmark: medians and spreads, spec-decode windows, memory, log lines.
+"""Arithmetic of the benchmark: medians and spreads, spec-decode windows, memory.
 
 Everything here is a pure function of its inputs (no I/O), so the figures the
 benchmark reports can be checked against known inputs.  /metrics is read by
-prometheus.samples().
+prometheus.samples(), the vLLM log by vllm_log.report().
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import re
 
 from ansible_collections.laguna.spark.plugins.module_utils import prometheus
 
@@ -147,39 +146,6 @@ def meminfo(text):
     used = total - available
     return {"total_bytes": total, "available_bytes": available, "used_bytes": used,
             "total_gib": total / GIB, "used_gib": used / GIB, "available_gib": available / GIB}
-
-
-_KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
-_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-_KERNEL = re.compile(r"Using (\w+) for (\w+)")
-
-
-def vllm_log(lines):
-    """The KV pool and the draft-kernel lines of a vLLM log (the last of each counts)."""
-    result = {"kv_cache_tokens": None, "max_concurrency": None, "max_concurrency_tokens": None,
-              "kernels": [], "lines": []}
-    kernels = {}
-    for line in lines or []:
-        line = line.rstrip()
-        found = False
-        match = _KV_TOKENS.search(line)
-        if match:
-            result["kv_cache_tokens"] = int(match.group(1).replace(",", ""))
-            found = True
-        match = _CONCURRENCY.search(line)
-        if match:
-            result["max_concurrency_tokens"] = int(match.group(1).replace(",", ""))
-            result["max_concurrency"] = float(match.group(2))
-            found = True
-        match = _KERNEL.search(line)
-        if match and match.group(1).endswith("Kernel"):
-            kernels[match.group(2)] = match.group(1)
-            found = True
-        if found:
-            result["lines"].append(line)
-    result["kernels"] = [{"kernel": kernel, "scheme": scheme} for scheme, kernel in sorted(kernels.items())]
-    result["lines"] = result["lines"][-12:]
-    return result
 
 
 def ratio(measured, reference):

@@ -10,6 +10,11 @@ vLLM writes (format strings in its source, checked by tests/conformance):
 each behind vLLM's prefix "INFO 12-03 06:43:10 [kv_cache_utils.py:2146] ",
 and, read from the journal, behind journald's "Dec 03 06:43:10 host vllm[123]: ".
 Only the message part is matched, anywhere in the line.
+
+This is the collection's one reader of vLLM's log: the benchmark playbook keeps
+the journal lines that ANY finds (its select('search', ...) pattern, as Ansible
+templates the string, is ANY; tests/unit/test_vllm_log.py holds them equal), and
+bench_report reads them with report().
 """
 
 from __future__ import annotations
@@ -61,4 +66,15 @@ def parse(lines):
             result["kernels"][found["scheme"]] = found["kernel"]
         else:
             result.update(found)
+    return result
+
+
+def report(lines, keep=12):
+    """parse() as the benchmark reports it (bench_report): kernels as a list of
+    {"kernel", "scheme"} sorted by scheme, and "lines", the last `keep` lines
+    (right-stripped) that parse_line() read."""
+    said = [line.rstrip() for line in lines or [] if parse_line(line)]
+    result = parse(said)
+    result["kernels"] = [{"kernel": kernel, "scheme": scheme} for scheme, kernel in sorted(result["kernels"].items())]
+    result["lines"] = said[-keep:]
     return result

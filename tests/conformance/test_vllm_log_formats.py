@@ -5,9 +5,9 @@ conformance venv's vllm_src): the logger call whose format contains an anchor
 ("GPU KV cache size", ...), its arguments (e.g. f"{n:,}" for thousands
 separators), and vLLM's log prefix (logger.py's _FORMAT / _DATE_FORMAT).  The
 lines are rendered from those with the recipe's values and read by
-plugins/module_utils/vllm_log.py, the benchmark's reader (bench_stats.vllm_log)
-and the benchmark playbook's journal filter; the stand-in's lines must have the
-same shape.
+plugins/module_utils/vllm_log.py, the collection's one reader of vLLM's log
+(parse(), and report() for the benchmark), and by the benchmark playbook's
+journal filter (vllm_log.ANY); the stand-in's lines must have the same shape.
 """
 
 import ast
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from _conformance import ROOT
-from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, vllm_log
+from ansible_collections.laguna.spark.plugins.module_utils import vllm_log
 
 # anchor -> (file under vllm/ expected to hold it, the recipe's values in call order)
 MESSAGES = {
@@ -107,10 +107,12 @@ def test_vllm_log_module_reads_them(lines, journal):
 
 
 def test_benchmark_reader_reads_them(lines):
-    result = bench_stats.vllm_log([lines[k][1] for k in ("kv_tokens", "concurrency", "marlin")])
+    picked = [lines[k][1] for k in ("kv_tokens", "concurrency", "marlin")]
+    result = vllm_log.report(picked + ["Dec 03 06:43:11 spark-1 vllm[4242]: INFO Using the default sampler"])
     assert result["kv_cache_tokens"] == 273095
     assert (result["max_concurrency"], result["max_concurrency_tokens"]) == (1.04, 262144)
     assert result["kernels"] == [{"kernel": "MarlinLinearKernel", "scheme": "CompressedTensorsWNA16"}]
+    assert result["lines"] == picked
 
 
 def test_benchmark_playbook_journal_filter_keeps_them(lines):

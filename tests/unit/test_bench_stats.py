@@ -101,22 +101,6 @@ def test_meminfo_used_is_total_minus_available():
     assert bench_stats.meminfo("")["used_gib"] is None
 
 
-def test_vllm_log_lines():
-    lines = [
-        "INFO 05-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens",
-        "(RayWorkerWrapper pid=1) INFO [compressed_tensors_wNa16.py:137] Using MarlinLinearKernel for CompressedTensorsWNA16",
-        "INFO 05-01 10:09:00 [kv_cache_utils.py:2146] GPU KV cache size: 273,095 tokens",
-        "INFO 05-01 10:09:00 [kv_cache_utils.py:2148] Maximum concurrency for 262,144 tokens per request: 1.04x",
-        "INFO Using the default sampler",
-    ]
-    log = bench_stats.vllm_log(lines)
-    assert log["kv_cache_tokens"] == 273095
-    assert (log["max_concurrency_tokens"], log["max_concurrency"]) == (262144, 1.04)
-    assert log["kernels"] == [{"kernel": "MarlinLinearKernel", "scheme": "CompressedTensorsWNA16"}]
-    assert len(log["lines"]) == 4
-    assert bench_stats.vllm_log([])["kv_cache_tokens"] is None
-
-
 def test_ratio():
     assert bench_stats.ratio(60.9, 26.5) == pytest.approx(2.298, abs=1e-3)
     assert bench_stats.ratio(None, 26.5) is None and bench_stats.ratio(1.0, 0) is None
