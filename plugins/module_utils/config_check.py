@@ -5,14 +5,22 @@
 
 One source of truth per fact about a variable:
 
-* its type, element type, choices and sub-options: the role's
-  ``meta/argument_specs.yml`` (ansible-lint's schema refuses extra keys there,
-  so no bounds in that file);
-* its range or format: ``BOUNDS`` below, keyed by variable name.
+* its type, element type, choices, sub-options, default and description: the
+  role's ``meta/argument_specs.yml``, which the ``laguna`` role reads on the
+  controller and passes to the ``config_check`` module (option ``specs``);
+* its range or format: ``BOUNDS`` below, keyed by variable name. The roles'
+  argument specs cannot hold it (ansible-lint's schema refuses extra keys
+  there), so each bounded variable's description ends with the sentence
+  ``doc_sentence()`` makes from its bound, written there by
+  ``scripts/spec_bounds.py``: ``ansible-doc -t role`` shows the range, and
+  nobody writes it by hand.
 
-A unit test keeps the two consistent: every bounded name is declared in some
-``argument_specs.yml`` with a matching type, and every declared int, str,
-path or list variable has a bound.
+``tests/unit/test_spec_bounds.py`` keeps the two together: every bounded
+name is declared in some ``argument_specs.yml`` with a fitting type, every
+declared variable but a bool has an entry here (``ANY`` when free-form), each
+description carries exactly the sentence of its bound (and none without one),
+and every literal default in ``defaults/main.yml`` is the one its spec
+documents and passes its type and bound.
 
 Ansible cannot write a coerced value back over an extra var (``-e k=6``
 arrives as the string ``"6"`` with the highest precedence), so this module
@@ -68,6 +76,15 @@ class Bound(object):
             parts.append("each key %s" % FORMATS[self.keys][1])
         return ", ".join(parts)
 
+    def document(self):
+        """The bound as the roles' argument specs state it ("" when free-form)."""
+        parts = [self.describe()] if self.describe() else []
+        if self.each is not None and self.each.document():
+            parts.append("each value " + self.each.document())
+        if not self.nullable:
+            parts.append("never null")
+        return "; ".join(parts)
+
 
 def _ipv4(value):
     try:
@@ -120,8 +137,10 @@ PORT = Bound(min=1, max=65535)
 SECONDS = Bound(min=1, max=7 * 24 * 3600)
 COUNT = Bound(min=1)
 
-# Range or format of every variable the roles declare. Types live in the
-# roles' meta/argument_specs.yml.
+# Range or format of every variable the roles declare (every one but a bool:
+# ANY when free-form). Types, defaults and descriptions live in the roles'
+# meta/argument_specs.yml; after a change here, run scripts/spec_bounds.py to
+# write the bounds' sentences into those descriptions.
 BOUNDS = {
     # laguna (the shared settings)
     "laguna_user": Bound(fmt="word", nullable=False),
@@ -251,6 +270,7 @@ BOUNDS = {
     "vllm_serve_max_num_batched_tokens": Bound(min=1),
     "vllm_serve_extra_args": Bound(elements="option"),
     "vllm_serve_speculative_method": Bound(fmt="word"),
+    "vllm_serve_speculative_extra": ANY,  # vLLM checks its own keys
     "vllm_serve_num_speculative_tokens": Bound(min=1, max=32),
     "vllm_serve_memory_max": Bound(fmt="memory"),
     "vllm_serve_memory_swap_max": Bound(fmt="memory"),
@@ -305,6 +325,18 @@ BOUNDS = {
     "firewall_table": Bound(fmt="word"),
     "laguna_fast_url_timeout": Bound(min=1, max=300),
 }
+
+# The last item of a bounded variable's description in its role's
+# meta/argument_specs.yml starts with this; scripts/spec_bounds.py writes it.
+DOC_PREFIX = "Checked by M(laguna.spark.config_check): "
+
+
+def doc_sentence(name, bounds=None):
+    """The sentence that states ``name``'s bound in the argument specs, None when it has none."""
+    bound = (BOUNDS if bounds is None else bounds).get(name)
+    text = bound.document() if bound is not None else ""
+    return DOC_PREFIX + text + "." if text else None
+
 
 # Spec keys the checker passes on to Ansible's validator for one variable.
 _SPEC_KEYS = ("type", "elements", "choices", "options", "no_log", "aliases", "mutually_exclusive",
