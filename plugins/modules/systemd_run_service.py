@@ -219,35 +219,15 @@ persistent:
 
 import os
 import pwd
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
+from ansible_collections.laguna.spark.plugins.module_utils import files
 from ansible_collections.laguna.spark.plugins.module_utils import procs
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
 
 BOUNDS = {"settle": (0, 600), "restart_sec": (1, 3600), "start_limit_burst": (1, 1000)}
-
-
-def _read(path):
-    try:
-        with open(path, "r") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def _write(module, path, text, mode, dir_mode=0o755):
-    """Write ``text`` to ``path`` atomically (a temporary file beside it, then atomic_move)."""
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, dir_mode)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".laguna-")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    module.atomic_move(tmp, path)
-    os.chmod(path, mode)  # atomic_move keeps an old file's mode, or gives a new one the umask's
 
 
 class Service(object):
@@ -301,7 +281,7 @@ class Service(object):
         if remove:
             self.result.update(changed=True, persistent=False)
             if self.module._diff:
-                self.result["diff"] = {"before": _read(self.unit_path) or "", "after": "",
+                self.result["diff"] = {"before": files.read_text(self.unit_path) or "", "after": "",
                                        "before_header": self.unit_path, "after_header": self.unit_path}
         secret = os.path.exists(self.secret_path)
         if secret:
@@ -322,7 +302,7 @@ class Service(object):
         if not wanted:
             return None
         sr.check_secret_environment(wanted)
-        old = _read(self.secret_path)
+        old = files.read_text(self.secret_path)
         # A new salt in check mode would be random: any stand-in tells that the file changes.
         salt = sr.salt_of(old) or ("0" * 32 if self.module.check_mode else sr.new_salt())
         text = sr.secret_file(wanted, salt)
@@ -333,7 +313,7 @@ class Service(object):
     def write_secrets(self):
         """Write the secret file (0600, its directory 0700), or remove one no longer wanted."""
         if self.secret_text is not None:
-            _write(self.module, self.secret_path, self.secret_text, 0o600, dir_mode=0o700)
+            files.write_atomic(self.module, self.secret_path, self.secret_text, mode=0o600, dir_mode=0o700)
         elif not self.params["secret_environment"] and os.path.exists(self.secret_path):
             os.remove(self.secret_path)
 
@@ -408,9 +388,9 @@ class Service(object):
             start_limit_burst=params["start_limit_burst"],
             start_env=(self.script_path, self.env_file) if script else None,
             secret_env_file=self.secret_path if secret else None)
-        old_text = _read(self.unit_path)
+        old_text = files.read_text(self.unit_path)
         stale_secret = secret is None and os.path.exists(self.secret_path)
-        files_ok = (old_text == text and (script is None or _read(self.script_path) == script)
+        files_ok = (old_text == text and (script is None or files.read_text(self.script_path) == script)
                     and self.secret_text is None and not stale_secret)
         loaded = self.from_file and self.previous == digest
         enabled = self.current.get("UnitFileState") == "enabled"
@@ -435,9 +415,9 @@ class Service(object):
             self.units.act(self.unit, "stopped")
         if not files_ok:
             if script is not None:
-                _write(self.module, self.script_path, script, 0o755)
+                files.write_atomic(self.module, self.script_path, script, mode=0o755, dir_mode=0o755)
             self.write_secrets()
-            _write(self.module, self.unit_path, text, 0o644)
+            files.write_atomic(self.module, self.unit_path, text, mode=0o644, dir_mode=0o755)
         if not loaded:
             self.ctl("daemon-reload")
         if not enabled:
