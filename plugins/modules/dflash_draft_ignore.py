@@ -110,7 +110,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft, files, hashcache
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_quant, files, hashcache
 
 
 def main():
@@ -131,7 +131,7 @@ def main():
         config = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         module.fail_json(msg="%s is not JSON: %s" % (path, exc))
-    new_config, changes, unmatched = dflash_draft.fix_ignore_config(config)
+    new_config, changes, unmatched = dflash_quant.fix_ignore_config(config)
     ignore = list(((new_config.get("quantization_config") or {}).get("ignore")) or [])
     result = dict(changed=bool(changes), path=path, ignore=ignore, changes=changes, unmatched=unmatched,
                   recorded=False)
