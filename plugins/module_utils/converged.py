@@ -22,7 +22,7 @@ import json
 import os
 import pwd
 
-from ansible_collections.laguna.spark.plugins.module_utils import procs, roce
+from ansible_collections.laguna.spark.plugins.module_utils import files, procs, roce
 
 FORMAT = 1
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "Description")
@@ -32,14 +32,6 @@ def fingerprint(inputs):
     """sha256 of the inputs as canonical JSON (key order does not matter)."""
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def stat_of(path):
@@ -57,9 +49,9 @@ def tree(path, limit):
     found = {".": stat_of(path)}
     if found["."] is None or not os.path.isdir(path):
         return found
-    for root, dirs, files in os.walk(path):
+    for root, dirs, filenames in os.walk(path):
         dirs.sort()
-        for name in sorted(dirs) + sorted(files):
+        for name in sorted(dirs) + sorted(filenames):
             full = os.path.join(root, name)
             found[os.path.relpath(full, path)] = stat_of(full)
             if len(found) > limit:
@@ -88,7 +80,8 @@ def gather(spec, units=None, proc="/proc", exclude=(), gpu=None):
     sorted PIDs holding the GPU, or {"error": ...}).
     """
     limit = spec.get("tree_limit", 100000)
-    evidence = {"boot_id": _read(os.path.join(proc, "sys/kernel/random/boot_id"))}
+    evidence = {"boot_id": files.read_text(os.path.join(proc, "sys/kernel/random/boot_id"),
+                                           strip=True, undecodable=files.DEFAULT)}
     try:
         user = pwd.getpwuid(os.getuid())
         evidence["user"] = [user.pw_name, user.pw_uid, user.pw_gid, user.pw_dir]
@@ -103,7 +96,8 @@ def gather(spec, units=None, proc="/proc", exclude=(), gpu=None):
                 for path in expand(pattern):
                     evidence[key][path] = tree(path, limit) if recurse else stat_of(path)
     if spec.get("reads"):
-        evidence["reads"] = dict((path, _read(path)) for pattern in spec["reads"] for path in expand(pattern))
+        evidence["reads"] = dict((path, files.read_text(path, strip=True, undecodable=files.DEFAULT))
+                                 for pattern in spec["reads"] for path in expand(pattern))
     if spec.get("gid_tables"):
         evidence["gid_tables"] = [gid_table(t["sysfs_root"], t["hca"], t["port"]) for t in spec["gid_tables"]]
     if spec.get("processes"):
@@ -208,9 +202,5 @@ def make_record(inputs_fingerprint, spec, evidence, inputs_digests=None):
 
 def load(path):
     """The record at ``path``, or None when it is missing or unreadable."""
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
+    data = files.read_json(path)
     return data if isinstance(data, dict) else None

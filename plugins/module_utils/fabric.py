@@ -33,18 +33,11 @@ import os
 import re
 
 from ansible_collections.laguna.spark.plugins.module_utils import roce
+from ansible_collections.laguna.spark.plugins.module_utils.files import read_sysfs
 
 PCI_RE = re.compile(r"^([0-9a-fA-F]{4,}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 AF_INET = "AF_INET"
 AF_INET6 = "AF_INET6"
-
-
-def _read(path):
-    try:
-        with open(path, "r", encoding="ascii", errors="replace") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
 
 
 def _listdir(path):
@@ -61,8 +54,8 @@ def _gid_table(sysfs_ib, dev, port):
     for name in _listdir(os.path.join(base, "gids")):
         if not name.isdigit():
             continue
-        table[int(name)] = (_read(os.path.join(base, "gids", name)),
-                            _read(os.path.join(base, "gid_attrs", "types", name)))
+        table[int(name)] = (read_sysfs(os.path.join(base, "gids", name)),
+                            read_sysfs(os.path.join(base, "gid_attrs", "types", name)))
     return table, (max(table) + 1 if table else 0)
 
 
@@ -86,22 +79,22 @@ def device_info(sysfs_ib, sysfs_net, dev, port=1):
         netdevs = sorted({g["ndev"] for g in gids if g.get("ndev")})
     netdev = netdevs[0] if netdevs else None
     ndir = os.path.join(sysfs_net, netdev) if netdev else None
-    mtu = _read(os.path.join(ndir, "mtu")) if ndir else None
+    mtu = read_sysfs(os.path.join(ndir, "mtu")) if ndir else None
     return {
         "name": dev,
         "port": int(port),
         "pci": pci,
-        "state": _read(os.path.join(pbase, "state")),
-        "phys_state": _read(os.path.join(pbase, "phys_state")),
-        "rate": _read(os.path.join(pbase, "rate")),
-        "link_layer": _read(os.path.join(pbase, "link_layer")),
-        "sys_image_guid": _read(os.path.join(base, "sys_image_guid")),
+        "state": read_sysfs(os.path.join(pbase, "state")),
+        "phys_state": read_sysfs(os.path.join(pbase, "phys_state")),
+        "rate": read_sysfs(os.path.join(pbase, "rate")),
+        "link_layer": read_sysfs(os.path.join(pbase, "link_layer")),
+        "sys_image_guid": read_sysfs(os.path.join(base, "sys_image_guid")),
         "netdev": netdev,
         "netdev_present": bool(ndir and os.path.isdir(ndir)),
-        "operstate": _read(os.path.join(ndir, "operstate")) if ndir else None,
+        "operstate": read_sysfs(os.path.join(ndir, "operstate")) if ndir else None,
         "mtu": int(mtu) if mtu and mtu.isdigit() else None,
-        "pcie_speed": _read(os.path.join(pci_dir, "current_link_speed")) if pci_dir else None,
-        "pcie_width": _read(os.path.join(pci_dir, "current_link_width")) if pci_dir else None,
+        "pcie_speed": read_sysfs(os.path.join(pci_dir, "current_link_speed")) if pci_dir else None,
+        "pcie_width": read_sysfs(os.path.join(pci_dir, "current_link_width")) if pci_dir else None,
         "gids": gids,
     }
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+
+from ansible_collections.laguna.spark.plugins.module_utils import files
 
 CHUNK = 8 << 20
 VERSION = 1
@@ -73,15 +74,11 @@ class HashCache:
     def load(cls, path, ignore=False):
         entries, rewrites = {}, {}
         if path and os.path.exists(path):
-            try:
-                with open(path) as handle:
-                    data = json.load(handle)
-                if data.get("version") == VERSION and isinstance(data.get("files"), dict):
-                    entries = data["files"]
-                    if isinstance(data.get("rewrites"), dict):
-                        rewrites = data["rewrites"]
-            except (OSError, ValueError):
-                entries, rewrites = {}, {}
+            data = files.read_json(path, default={})
+            if data.get("version") == VERSION and isinstance(data.get("files"), dict):
+                entries = data["files"]
+                if isinstance(data.get("rewrites"), dict):
+                    rewrites = data["rewrites"]
         return cls(entries, ignore, rewrites)
 
     def digest(self, path):
@@ -166,12 +163,7 @@ class HashCache:
             data["rewrites"] = self.rewrites
         return json.dumps(data, sort_keys=True)
 
-    def save(self, path, atomic_move):
-        """Write the record to ``path`` through ``atomic_move(src, dest)``
-        (AnsibleModule.atomic_move), creating its directory."""
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".sha256-")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(self.dump())
-        atomic_move(tmp, path)
+    def save(self, path, module):
+        """Write the record to ``path`` atomically through ``module``'s
+        atomic_move, creating its directory."""
+        files.write_atomic(module, path, self.dump(), dir_mode=0o777, prefix=".sha256-")

@@ -11,27 +11,20 @@ import re
 import signal
 import time
 
+from ansible_collections.laguna.spark.plugins.module_utils.files import read_bytes, read_text
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import unit_name
 
 _UNIT = re.compile(r"/([^/]+\.(?:service|scope))(?:/|$)")
 
 
-def _read(path, binary=False):
-    try:
-        with open(path, "rb" if binary else "r") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
 def cmdline(pid, proc="/proc"):
-    raw = _read(os.path.join(proc, str(pid), "cmdline"), binary=True)
+    raw = read_bytes(os.path.join(proc, str(pid), "cmdline"))
     return raw.rstrip(b"\0").replace(b"\0", b" ").decode("utf-8", "replace") if raw else ""
 
 
 def unit_of(pid, proc="/proc"):
     """The innermost systemd unit whose cgroup holds pid ("" if none)."""
-    text = _read(os.path.join(proc, str(pid), "cgroup")) or ""
+    text = read_text(os.path.join(proc, str(pid), "cgroup")) or ""
     for line in text.splitlines():
         path = line.split(":", 2)[-1]
         units = _UNIT.findall(path)
@@ -50,7 +43,7 @@ def owner_uid(pid, proc="/proc"):
 def environment(pid, proc="/proc"):
     """The environment of process ``pid`` ({} when it cannot be read)."""
     try:
-        raw = _read(os.path.join(proc, str(int(pid)), "environ"), binary=True)
+        raw = read_bytes(os.path.join(proc, str(int(pid)), "environ"))
     except (TypeError, ValueError):
         return {}
     pairs = (item.decode("utf-8", "replace").partition("=") for item in (raw or b"").split(b"\0") if item)
@@ -67,7 +60,7 @@ def argvs(proc="/proc"):
     for pid in pids(proc):
         if pid == me:
             continue
-        raw = _read(os.path.join(proc, str(pid), "cmdline"), binary=True)
+        raw = read_bytes(os.path.join(proc, str(pid), "cmdline"))
         if raw:
             yield pid, [arg.decode("utf-8", "replace") for arg in raw.split(b"\0") if arg]
 
@@ -121,7 +114,7 @@ def terminate(pid_list, timeout, kill=os.kill, alive=None, sleep=time.sleep):
 
 
 def _alive(pid):
-    stat = _read("/proc/%d/stat" % pid)
+    stat = read_text("/proc/%d/stat" % pid)
     if stat is None:
         return False
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
@@ -131,7 +124,7 @@ def listeners(port, proc="/proc"):
     """[{pid, cmdline, unit, address}] of processes listening on TCP port."""
     inodes = {}
     for table in ("tcp", "tcp6"):
-        text = _read(os.path.join(proc, "net", table)) or ""
+        text = read_text(os.path.join(proc, "net", table)) or ""
         for line in text.splitlines()[1:]:
             fields = line.split()
             if len(fields) < 10 or fields[3] != "0A":  # 0A = LISTEN

@@ -18,7 +18,8 @@ import hashlib
 import os
 import re
 import secrets
-import tempfile
+
+from ansible_collections.laguna.spark.plugins.module_utils import files
 
 TOKEN = re.compile(r"^[0-9a-f]{64}$")
 # What Ray accepts from a file: the text, stripped; refuse what would not
@@ -40,33 +41,18 @@ def generation_path(path):
     return path + ".laguna-generation"
 
 
-def read_text(path):
-    try:
-        with open(path, "r") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 def read(path):
     """The token in ``path`` (stripped), or None."""
-    text = read_text(path)
+    text = files.read_text(path)
     text = text.strip() if text is not None else None
     return text or None
 
 
 def read_generation(path):
-    text = read_text(generation_path(path))
+    text = files.read_text(generation_path(path))
     try:
         return int(text.strip()) if text is not None else None
     except ValueError:
-        return None
-
-
-def file_mode(path):
-    try:
-        return os.stat(path).st_mode & 0o777
-    except OSError:
         return None
 
 
@@ -93,14 +79,8 @@ def plan(path, token=None, generation=None):
 def write(module, path, token, generation=None):
     """Write the token (0600, its directory 0700) and the generation beside it, atomically."""
     directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
+    files.make_dir(directory, 0o700)
     os.chmod(directory, 0o700)
     for target, text in ((path, token), (generation_path(path), None if generation is None else "%d\n" % generation)):
-        if text is None:
-            continue
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".laguna-")  # created 0600
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        module.atomic_move(tmp, target)
-        os.chmod(target, 0o600)
+        if text is not None:
+            files.write_atomic(module, target, text, mode=0o600)

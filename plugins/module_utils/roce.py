@@ -18,15 +18,9 @@ from __future__ import annotations
 import ipaddress
 import os
 
+from ansible_collections.laguna.spark.plugins.module_utils.files import read_sysfs
+
 ROCE_V2 = "RoCE v2"
-
-
-def _read(path):
-    try:
-        with open(path, "r", encoding="ascii", errors="replace") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
 
 
 def ipv4_of_gid(gid):
@@ -64,14 +58,14 @@ def scan_gids(sysfs_root, hca, port):
     for name in os.listdir(gids_dir):
         if not name.isdigit():
             continue
-        gid = _read(os.path.join(gids_dir, name))
+        gid = read_sysfs(os.path.join(gids_dir, name))
         if _is_unset(gid):
             continue
         entries.append({
             "index": int(name),
             "gid": gid,
-            "type": _read(os.path.join(base, "gid_attrs", "types", name)),
-            "ndev": _read(os.path.join(base, "gid_attrs", "ndevs", name)),
+            "type": read_sysfs(os.path.join(base, "gid_attrs", "types", name)),
+            "ndev": read_sysfs(os.path.join(base, "gid_attrs", "ndevs", name)),
             "ipv4": ipv4_of_gid(gid),
         })
     return sorted(entries, key=lambda entry: entry["index"])

@@ -6,7 +6,12 @@
 A transient unit has no unit file to compare against, so the unit's
 Description carries a fingerprint of the command, environment and properties
 it was started with. A rerun with the same configuration finds the same
-fingerprint on an active unit and leaves it alone.
+fingerprint on an active unit and leaves it alone. A persistent unit (a unit
+file in the user's unit directory) carries the same fingerprint.
+
+``Service`` is the logic of the systemd_run_service module: it reads the
+unit's state, decides what to do (none, start, restart, stop, enable) and
+does it; the module keeps the argument handling.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ import hashlib
 import hmac
 import json
 import os
+import pwd
 import re
+import time
 
-from ansible_collections.laguna.spark.plugins.module_utils import systemd_user
+from ansible_collections.laguna.spark.plugins.module_utils import files, procs, systemd_user
 
 _FINGERPRINT = re.compile(r"\[cfg ([0-9a-f]{12})\]")
 SHOW_PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "MainPID",
@@ -174,3 +181,204 @@ def unit_file(description_text, command, environment=None, properties=None, work
         lines.append("%s=%s" % (key, _specifiers(str(properties[key]))))
     lines += ["", "[Install]", "WantedBy=default.target", ""]
     return "\n".join(lines)
+
+
+# --- The service a systemd_run_service task wants ----------------------------
+
+class Service(object):
+    """One user service, transient or from a unit file."""
+
+    def __init__(self, module):
+        self.module = module
+        self.params = params = module.params
+        self.unit = params["name"] if params["name"].endswith(".service") else params["name"] + ".service"
+        self.units = systemd_user.UserUnits(module, params["runtime_dir"])
+        home = os.environ.get("HOME") or pwd.getpwuid(os.getuid()).pw_dir
+        self.unit_path = os.path.join(params["unit_dir"] or os.path.join(home, ".config", "systemd", "user"),
+                                      self.unit)
+        self.script_path = os.path.join(home, ".config", "laguna-spark", self.unit[:-len(".service")] + ".start-env")
+        self.secret_path = os.path.join(home, ".config", "laguna-spark", self.unit[:-len(".service")] + ".secret-env")
+        self.secret_text = None  # the secret file to write, when it differs
+        self.env_file = os.path.join(self.units.env["XDG_RUNTIME_DIR"], "laguna-spark",
+                                     self.unit[:-len(".service")] + ".env")
+        self.current = self.units.show_or_fail(self.unit, SHOW_PROPERTIES)
+        self.running = is_running(self.current)
+        self.previous = fingerprint_of(self.current.get("Description"))
+        self.has_file = os.path.exists(self.unit_path)
+        self.from_file = self.current.get("FragmentPath") == self.unit_path
+        self.result = dict(changed=False, unit=self.unit, previous_fingerprint=self.previous, action="none",
+                           active_state=self.current.get("ActiveState", "inactive"),
+                           main_pid=int(self.current.get("MainPID") or 0),
+                           persistent=self.from_file and self.current.get("UnitFileState") == "enabled")
+
+    def ctl(self, *args):
+        rc, out, err = self.units.ctl(*args)
+        if rc != 0:
+            self.module.fail_json(msg="systemctl --user %s failed: %s. Last log lines: %s"
+                                  % (" ".join(args), (err or out).strip(), " | ".join(self.units.logs(self.unit)[-15:])),
+                                  **self.result)
+
+    def remove_file(self):
+        """Disable and remove the unit file (and script) of an earlier persistent run."""
+        self.ctl("disable", self.unit)
+        for path in (self.unit_path, self.script_path):
+            if os.path.exists(path):
+                os.remove(path)
+        self.ctl("daemon-reload")
+
+    def stop(self):
+        # Anything but inactive: running, failed, or crashed and waiting for
+        # its Restart= (activating/auto-restart), which is not "running".
+        stop = self.current.get("ActiveState", "inactive") not in ("inactive", "")
+        remove = self.has_file and not self.params["persistent"]
+        if stop:
+            self.result.update(changed=True, action="stopped", active_state="inactive", main_pid=0)
+        if remove:
+            self.result.update(changed=True, persistent=False)
+            if self.module._diff:
+                self.result["diff"] = {"before": files.read_text(self.unit_path) or "", "after": "",
+                                       "before_header": self.unit_path, "after_header": self.unit_path}
+        secret = os.path.exists(self.secret_path)
+        if secret:
+            self.result["changed"] = True
+        if self.module.check_mode:
+            return
+        if stop:
+            self.units.act(self.unit, "stopped")
+        if remove:
+            self.remove_file()
+        if secret:
+            os.remove(self.secret_path)
+
+    def secrets(self):
+        """The keyed digest of the secret environment (None without one);
+        the file to write goes to self.secret_text when it differs."""
+        wanted = {str(k): str(v) for k, v in self.params["secret_environment"].items()}
+        if not wanted:
+            return None
+        check_secret_environment(wanted)
+        old = files.read_text(self.secret_path)
+        # A new salt in check mode would be random: any stand-in tells that the file changes.
+        salt = salt_of(old) or ("0" * 32 if self.module.check_mode else new_salt())
+        text = secret_file(wanted, salt)
+        if text != old:
+            self.secret_text = text
+        return secret_digest(wanted, salt)
+
+    def write_secrets(self):
+        """Write the secret file (0600, its directory 0700), or remove one no longer wanted."""
+        if self.secret_text is not None:
+            files.write_atomic(self.module, self.secret_path, self.secret_text, mode=0o600, dir_mode=0o700)
+        elif not self.params["secret_environment"] and os.path.exists(self.secret_path):
+            os.remove(self.secret_path)
+
+    def settle(self, argv=None):
+        deadline = time.time() + self.params["settle"]
+        while True:
+            now = self.units.show_or_fail(self.unit, SHOW_PROPERTIES)
+            if not is_running(now):
+                self.module.fail_json(
+                    msg="%s stopped right after starting (%s/%s, exit status %s). Last log lines: %s"
+                    % (self.unit, now.get("ActiveState"), now.get("SubState") if now.get("SubState") == "auto-restart"
+                       else now.get("Result"), now.get("ExecMainStatus"),
+                       " | ".join(self.units.logs(self.unit)[-15:])),
+                    argv=argv, active_state=now.get("ActiveState"))
+            if time.time() >= deadline:
+                break
+            time.sleep(0.5)
+        self.result.update(active_state=now.get("ActiveState"), main_pid=int(now.get("MainPID") or 0))
+
+    def transient(self, environment, properties):
+        params = self.params
+        secret = self.secrets()
+        digest = fingerprint(params["command"], environment, properties, params["working_directory"],
+                             secret=secret)
+        self.result["fingerprint"] = digest
+        stale_secret = secret is None and os.path.exists(self.secret_path)
+        if params["state"] == "started" and self.running and self.previous == digest and not self.from_file:
+            # Same secrets, but their file was edited or is left over: put it right.
+            self.result["changed"] = stale_secret or self.secret_text is not None
+            if self.result["changed"] and not self.module.check_mode:
+                self.write_secrets()
+            return
+        run_properties = dict(properties, EnvironmentFile=self.secret_path) if secret else properties
+        argv = run_argv(
+            self.module.get_bin_path("systemd-run", required=True), self.unit[:-len(".service")],
+            params["command"], environment, run_properties,
+            description(params["description"], digest), params["working_directory"])
+        self.result.update(changed=True, argv=argv, action="restarted" if self.running else "started",
+                           active_state="active", persistent=False)
+        if self.module.check_mode:
+            return
+        if self.running or self.current.get("LoadState") == "loaded":
+            self.units.act(self.unit, "stopped")
+        if self.has_file:
+            self.remove_file()
+        self.write_secrets()
+        # Arguments reach systemd as given: no ~ or $VAR expansion by run_command.
+        rc, out, err = self.module.run_command(argv, environ_update=self.units.env, expand_user_and_vars=False)
+        if rc != 0:
+            self.module.fail_json(msg="systemd-run for %s failed (rc=%d): %s" % (self.unit, rc, err.strip()),
+                                  argv=argv)
+        self.settle(argv)
+
+    def persistent(self, environment, properties):
+        params = self.params
+        script = params["start_env_script"]
+        resolved = {}
+        if script:
+            resolved = {key: environment.pop(key) for key in params["start_env_keys"] if key in environment}
+        running_env = procs.environment(self.current.get("MainPID")) if resolved and self.running else {}
+        drift = {key: {"have": running_env.get(key), "want": value} for key, value in resolved.items()
+                 if running_env and running_env.get(key) != value}
+        self.result["start_env_drift"] = drift
+        settings = {"after": params["after"], "restart_sec": params["restart_sec"],
+                    "start_limit_burst": params["start_limit_burst"], "start_env_script": script}
+        secret = self.secrets()
+        digest = fingerprint(params["command"], environment, properties, params["working_directory"], settings,
+                             secret=secret)
+        text = unit_file(
+            description(params["description"], digest), params["command"], environment, properties,
+            params["working_directory"], after=params["after"], restart_sec=params["restart_sec"],
+            start_limit_burst=params["start_limit_burst"],
+            start_env=(self.script_path, self.env_file) if script else None,
+            secret_env_file=self.secret_path if secret else None)
+        old_text = files.read_text(self.unit_path)
+        stale_secret = secret is None and os.path.exists(self.secret_path)
+        files_ok = (old_text == text and (script is None or files.read_text(self.script_path) == script)
+                    and self.secret_text is None and not stale_secret)
+        loaded = self.from_file and self.previous == digest
+        enabled = self.current.get("UnitFileState") == "enabled"
+        self.result.update(fingerprint=digest, unit_file=self.unit_path, persistent=True)
+        if self.module._diff:
+            self.result["diff"] = {"before": old_text or "", "after": text,
+                                   "before_header": self.unit_path, "after_header": self.unit_path}
+        fresh = files_ok and loaded and not drift
+        if params["state"] == "started" and self.running and fresh and enabled:
+            return
+        if self.running and fresh and enabled:
+            action = "restarted"  # state=restarted
+        elif self.running and fresh:
+            action = "enabled"
+        else:
+            action = "restarted" if self.running else "started"
+        self.result.update(changed=True, action=action, active_state="active")
+        if self.module.check_mode:
+            return
+        if not self.from_file and (self.running or self.current.get("LoadState") == "loaded"):
+            # A transient unit of the same name: stop it (it is collected) first.
+            self.units.act(self.unit, "stopped")
+        if not files_ok:
+            if script is not None:
+                files.write_atomic(self.module, self.script_path, script, mode=0o755, dir_mode=0o755)
+            self.write_secrets()
+            files.write_atomic(self.module, self.unit_path, text, mode=0o644, dir_mode=0o755)
+        if not loaded:
+            self.ctl("daemon-reload")
+        if not enabled:
+            self.ctl("enable", self.unit)
+        if action != "enabled":
+            if self.current.get("ActiveState") == "failed":
+                self.ctl("reset-failed", self.unit)
+            self.ctl("restart" if self.running else "start", self.unit)
+        self.settle()

@@ -111,10 +111,10 @@ failures:
 
 import json
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import bench_report
+from ansible_collections.laguna.spark.plugins.module_utils.files import read_bytes, write_atomic
 
 
 def _matplotlib_version():
@@ -122,22 +122,11 @@ def _matplotlib_version():
     return matplotlib.__version__
 
 
-def _same(path, data):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read() == data
-    except (IOError, OSError):
-        return False
-
-
 def _write(module, path, data):
-    """Write bytes through a temp file and atomic_move; False when the file already holds them."""
-    if _same(path, data):
+    """Write bytes atomically (files.write_atomic); False when the file already holds them."""
+    if read_bytes(path) == data:
         return False
-    fd, tmp = tempfile.mkstemp(dir=module.tmpdir)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    module.atomic_move(tmp, path)
+    write_atomic(module, path, data)
     return True
 
 

@@ -187,11 +187,10 @@ recorded:
 import json
 import os
 import pwd
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.laguna.spark.plugins.module_utils import converged, gpu_procs, vllm_health
+from ansible_collections.laguna.spark.plugins.module_utils import converged, files, gpu_procs, vllm_health
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
 
 SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit")
@@ -229,13 +228,7 @@ def probe_urls(urls, timeout, api_key=None):
 
 
 def write(module, path, record):
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".converged.")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, sort_keys=True)
-    module.atomic_move(tmp, path)
+    files.write_atomic(module, path, json.dumps(record, sort_keys=True), dir_mode=0o700, prefix=".converged.")
 
 
 def main():

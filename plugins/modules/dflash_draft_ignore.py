@@ -110,7 +110,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft, hashcache
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_quant, files, hashcache
 
 
 def main():
@@ -131,7 +131,7 @@ def main():
         config = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         module.fail_json(msg="%s is not JSON: %s" % (path, exc))
-    new_config, changes, unmatched = dflash_draft.fix_ignore_config(config)
+    new_config, changes, unmatched = dflash_quant.fix_ignore_config(config)
     ignore = list(((new_config.get("quantization_config") or {}).get("ignore")) or [])
     result = dict(changed=bool(changes), path=path, ignore=ignore, changes=changes, unmatched=unmatched,
                   recorded=False)
@@ -143,16 +143,13 @@ def main():
         if not module.check_mode:
             if module.params["backup"]:
                 result["backup_file"] = module.backup_local(path)
-            tmp = "%s.laguna-tmp" % path
-            with open(tmp, "wb") as handle:
-                handle.write(to_bytes(after))
-            module.atomic_move(tmp, path)
+            files.write_atomic(module, path, to_bytes(after))
             if module.params["hash_cache"]:
                 cache = hashcache.HashCache.load(module.params["hash_cache"])
                 new_digests = hashcache.digest_bytes(to_bytes(after))
                 cache.record_rewrite(path, hashcache.digest_bytes(raw), new_digests[0])
                 cache.record(path, *new_digests)
-                cache.save(module.params["hash_cache"], module.atomic_move)
+                cache.save(module.params["hash_cache"], module)
                 result["recorded"] = True
     module.exit_json(**result)
 

@@ -291,7 +291,7 @@ tensor_count:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_config, dflash_draft, dflash_layout
 
 
 def main():
@@ -300,7 +300,7 @@ def main():
             path=dict(type="path", required=True),
             target_path=dict(type="path"),
             draft_repo=dict(type="str"),
-            draft_target_family=dict(type="str", choices=list(dflash_draft.FAMILIES)),
+            draft_target_family=dict(type="str", choices=list(dflash_config.FAMILIES)),
             fail_on_problems=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -310,7 +310,7 @@ def main():
     try:
         report = dflash_draft.inspect(params["path"], params["target_path"], params["draft_repo"],
                                       params["draft_target_family"])
-    except (dflash_draft.DraftError, OSError, ValueError) as exc:
+    except (dflash_layout.DraftError, OSError, ValueError) as exc:
         result = dict(changed=False, ok=False, exists=exists, problems=[str(exc)],
                       pairing_hint=dflash_draft.hint_sentence({"problems": [str(exc)]}, params["path"],
                                                               params["draft_repo"], params["target_path"]))

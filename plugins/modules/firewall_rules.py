@@ -190,29 +190,18 @@ api_sources:
 
 import os
 import socket
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.module_utils.common.text.converters import to_bytes
 
-from ansible_collections.laguna.spark.plugins.module_utils import firewall
+from ansible_collections.laguna.spark.plugins.module_utils import files, firewall
 
 MODE = 0o644
 
 
 def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return to_text(handle.read(), errors="surrogate_or_strict")
-    except (IOError, OSError):
-        return None
-
-
-def _mode(path):
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        return None
+    """The rules file as to_text(errors="surrogate_or_strict") gives it, or None."""
+    return files.read_text(path, encoding="utf-8", errors="surrogateescape", newline="")
 
 
 def _nft(module):
@@ -230,21 +219,16 @@ def _run(module, argv, what):
 
 
 def _write(module, nft, path, text):
-    """Check the script with `nft --check`, then put it in place through a temp file and atomic_move."""
+    """Check the script with `nft --check`, then put it in place (files.write_atomic)."""
+    def check(tmp):
+        rc, out, err = module.run_command([nft, "--check", "-f", tmp])
+        if rc != 0:
+            module.fail_json(msg="nft --check refuses the rules for %s (rc=%d): %s" % (path, rc, (err or out).strip()[-2000:]))
+
     directory = os.path.dirname(path)
-    if directory and not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-        os.chmod(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=module.tmpdir, suffix=".nft")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(to_bytes(text, errors="surrogate_or_strict"))
-    rc, out, err = module.run_command([nft, "--check", "-f", tmp])
-    if rc != 0:
-        os.unlink(tmp)
-        module.fail_json(msg="nft --check refuses the rules for %s (rc=%d): %s" % (path, rc, (err or out).strip()[-2000:]))
-    os.chmod(tmp, MODE)
-    module.atomic_move(tmp, path)
-    os.chmod(path, MODE)
+    if directory:
+        files.make_dir(directory, 0o755, exact=True)
+    files.write_atomic(module, path, to_bytes(text, errors="surrogate_or_strict"), mode=MODE, suffix=".nft", check=check)
 
 
 def present(module, nft, node):
@@ -260,7 +244,7 @@ def present(module, nft, node):
         module.fail_json(msg=error)
     path = p["path"]
     before = _read(path)
-    file_changed = before != wanted["text"] or _mode(path) != MODE
+    file_changed = before != wanted["text"] or files.file_mode(path) != MODE
     current = firewall.is_current(live, wanted)
     result = dict(changed=file_changed or not current, rules=wanted["text"], digest=wanted["digest"],
                   file_changed=file_changed, loaded=not current, deleted=False, nft=nft,

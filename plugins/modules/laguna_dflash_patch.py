@@ -92,7 +92,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_text
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch, files
 
 RELATIVE = os.path.join("vllm", "model_executor", "models", "laguna_dflash.py")
 
@@ -144,10 +144,7 @@ def main():
     if result["changed"] and not module.check_mode:
         if module.params["backup"]:
             result["backup_file"] = module.backup_local(path)
-        tmp = "%s.laguna-tmp" % path
-        with open(tmp, "wb") as handle:
-            handle.write(to_bytes(after, errors="surrogate_or_strict"))
-        module.atomic_move(tmp, path)
+        files.write_atomic(module, path, to_bytes(after, errors="surrogate_or_strict"))
     module.exit_json(**result)
 
 

@@ -259,7 +259,7 @@ def main():
     if p["hash_cache"]:
         cache.prune(p["path"])
         if cache.dirty and not module.check_mode:
-            cache.save(p["hash_cache"], module.atomic_move)
+            cache.save(p["hash_cache"], module)
     refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
     sizes = [int(expected[rel]["size"]) for rel in refetch if rel in expected]
     free, _measured = model_stage.free_space(p["path"])

@@ -108,7 +108,7 @@ token:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.laguna.spark.plugins.module_utils import ray_auth
+from ansible_collections.laguna.spark.plugins.module_utils import files, ray_auth
 
 
 def main():
@@ -142,8 +142,8 @@ def main():
         module.fail_json(msg=str(exc))
     before = ray_auth.read(path)
     reason = todo["reason"]
-    if reason is None and ray_auth.file_mode(path) != 0o600:
-        reason = "mode %s" % oct(ray_auth.file_mode(path) or 0)[2:].zfill(4)
+    if reason is None and files.file_mode(path, 0o777) != 0o600:
+        reason = "mode %s" % oct(files.file_mode(path, 0o777) or 0)[2:].zfill(4)
     after = todo["token"] or before
     result = dict(changed=reason is not None, reason=reason, digest=ray_auth.digest(after),
                   generation=todo["generation"])

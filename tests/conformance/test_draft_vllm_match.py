@@ -17,7 +17,8 @@ from helpers import draft_fixtures as fx
 from helpers.collection import collections_path
 
 collections_path()
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd  # noqa: E402
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_quant as dquant  # noqa: E402
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_vllm as dvllm  # noqa: E402
 
 VLLM_SIDE = r'''
 import json, sys, types
@@ -80,14 +81,14 @@ def decided(vllm_python, tmp_path_factory):
 def ours(case):
     row = {}
     try:
-        row["ignored"] = dd.should_ignore_layer(case["name"], case["ignore"], case.get("fused"))[0]
+        row["ignored"] = dvllm.should_ignore_layer(case["name"], case["ignore"], case.get("fused"))[0]
     except ValueError:
         row["ignored"] = "ValueError"
     if "targets" in case:
-        row["target"] = dd.find_matched_target(case["name"], case["cls"], case["targets"], case.get("fused"))
+        row["target"] = dvllm.find_matched_target(case["name"], case["cls"], case["targets"], case.get("fused"))
     if "quant" in case:
         layer = {"name": case["name"], "cls": case["cls"], "quantizable": True}
-        row["quantized"] = dd.quant_decision(layer, case["quant"])["quantized"]
+        row["quantized"] = dquant.quant_decision(layer, case["quant"])["quantized"]
     return row
 
 
@@ -99,7 +100,7 @@ def draft_cases(tmp_path):
         quant = config.get("quantization_config")
         if not quant:
             continue
-        for layer in dd.draft_linear_layers(config, fx.HIDDEN):
+        for layer in dvllm.draft_linear_layers(config, fx.HIDDEN):
             targets = [t for g in quant["config_groups"].values() for t in g["targets"]]
             cases.append({"kind": kind, "name": layer["name"], "cls": layer["cls"],
                           "ignore": quant["ignore"], "targets": targets, "quant": quant})
@@ -152,11 +153,11 @@ def test_tricky_entries_match_as_in_vllm(decided):
 def rewritten_cases(tmp_path):
     path = fx.make_draft(str(tmp_path / "literal-fixed"), "literal")
     config = json.load(open(os.path.join(path, "config.json")))
-    fixed, changes, _unmatched = dd.fix_ignore_config(config)
+    fixed, changes, _unmatched = dquant.fix_ignore_config(config)
     assert changes
     quant = fixed["quantization_config"]
     return [{"name": l["name"], "cls": l["cls"], "ignore": quant["ignore"], "quant": quant}
-            for l in dd.draft_linear_layers(fixed, fx.HIDDEN)]
+            for l in dvllm.draft_linear_layers(fixed, fx.HIDDEN)]
 
 
 def test_rewritten_ignore_lists_hold_in_vllm(decided):

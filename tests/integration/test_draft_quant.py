@@ -19,6 +19,7 @@ import yaml
 
 from helpers import ROOT, draft_fixtures as fx, interrupt
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd  # noqa: E402
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_layout as dlayout  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +66,7 @@ def test_role_quantizes_checks_and_is_idempotent(runner, tmp_path, quant_venv):
     assert sorted(report["quantized_layers"]) == sorted(
         ["model.layers.%d.%s" % (i, p) for i in range(fx.LAYERS)
          for p in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")] + ["model.fc"])
-    tensors = dd.read_tensors(output)
+    tensors = dlayout.read_tensors(output)
     assert tensors["layers.1.self_attn.qkv_proj.weight"]["dtype"] == "BF16"
     assert tensors["layers.1.self_attn.g_proj.weight"]["dtype"] == "BF16"
     assert tensors["layers.0.mlp.down_proj.weight_packed"] == {"dtype": "I32", "shape": [fx.HIDDEN, fx.INTER // 8],

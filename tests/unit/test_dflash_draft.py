@@ -7,6 +7,10 @@ import pytest
 
 from helpers import draft_fixtures as fx
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_draft as dd
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_config as dconfig
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_layout as dlayout
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_quant as dquant
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_vllm as dvllm
 from ansible_collections.laguna.spark.plugins.modules import dflash_draft_ignore, dflash_draft_info
 
 
@@ -24,22 +28,22 @@ def draft(tmp_path, kind, shards=1):
 def test_header_round_trip_and_truncation(tmp_path):
     path = str(tmp_path / "a.safetensors")
     fx.write_safetensors(path, {"x.weight": ("BF16", [4, 8]), "y": ("I32", [3])}, {"format": "pt"})
-    tensors, meta = dd.read_safetensors_header(path)
+    tensors, meta = dlayout.read_safetensors_header(path)
     assert tensors["x.weight"]["shape"] == [4, 8] and tensors["y"]["dtype"] == "I32"
     assert meta == {"format": "pt"}
     with open(path, "r+b") as handle:
         handle.truncate(os.path.getsize(path) - 1)
-    with pytest.raises(dd.DraftError, match="truncated"):
-        dd.read_safetensors_header(path)
+    with pytest.raises(dlayout.DraftError, match="truncated"):
+        dlayout.read_safetensors_header(path)
     with open(path, "wb") as handle:
         handle.write(struct.pack("<Q", 1 << 40))
-    with pytest.raises(dd.DraftError, match="does not fit"):
-        dd.read_safetensors_header(path)
+    with pytest.raises(dlayout.DraftError, match="does not fit"):
+        dlayout.read_safetensors_header(path)
 
 
 def test_sharded_index_is_read(tmp_path):
     path = draft(tmp_path, "good", shards=3)
-    tensors = dd.read_tensors(path)
+    tensors = dlayout.read_tensors(path)
     assert tensors["layers.1.mlp.down_proj.weight_packed"]["shape"] == [fx.HIDDEN, fx.INTER // 8]
     assert len({t["file"] for t in tensors.values()}) == 3
 
@@ -47,7 +51,7 @@ def test_sharded_index_is_read(tmp_path):
 # --- vLLM's build and matching -------------------------------------------------
 
 def test_layer_names_are_vllm_prefixed():
-    layers = dd.draft_linear_layers(fx.draft_config("x"), target_hidden_size=fx.HIDDEN)
+    layers = dvllm.draft_linear_layers(fx.draft_config("x"), target_hidden_size=fx.HIDDEN)
     names = [l["name"] for l in layers]
     assert names[:6] == ["model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
                          "model.layers.0.self_attn.g_proj", "model.layers.0.mlp.gate_proj",
@@ -68,20 +72,20 @@ def test_layer_names_are_vllm_prefixed():
     ("re:.*g_proj", "model.layers.0.self_attn.g_proj_extra", True),              # no end anchor
 ])
 def test_ignore_matching(entry, name, expected):
-    assert dd.should_ignore_layer(name, [entry])[0] is expected
+    assert dvllm.should_ignore_layer(name, [entry])[0] is expected
 
 
 def test_target_matches_class_name_substring():
-    assert dd.find_matched_target("model.fc", "ReplicatedLinear", ["Linear"]) == "Linear"
-    assert dd.find_matched_target("model.fc", "ReplicatedLinear", ["re:layers\\..*"]) is None
+    assert dvllm.find_matched_target("model.fc", "ReplicatedLinear", ["Linear"]) == "Linear"
+    assert dvllm.find_matched_target("model.fc", "ReplicatedLinear", ["re:layers\\..*"]) is None
     fused = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
     # "re:.*v_proj$" would match "...qkv_proj" itself; with the dot only the shards match
     targets = ["re:.*\\.q_proj$", "re:.*\\.k_proj$", "re:.*\\.v_proj$"]
-    assert dd.find_matched_target("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", targets, fused) \
+    assert dvllm.find_matched_target("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", targets, fused) \
         == "re:.*\\.q_proj$"
-    assert dd.find_matched_target("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", targets[:2], fused) is None
+    assert dvllm.find_matched_target("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear", targets[:2], fused) is None
     with pytest.raises(ValueError, match="different quantization schemes"):
-        dd.should_ignore_layer("model.layers.0.self_attn.qkv_proj", ["re:.*q_proj$"], fused)
+        dvllm.should_ignore_layer("model.layers.0.self_attn.qkv_proj", ["re:.*q_proj$"], fused)
 
 
 # --- the four drafts -------------------------------------------------------------
@@ -140,11 +144,11 @@ def test_nvfp4_target_draft_on_fp8_target(tmp_path, target):
 
 
 def test_family_sources():
-    assert dd.family_from_name("sapidlabs/Sparkulator-Laguna-S-2.1-NVFP4") == "NVFP4"
-    assert dd.family_from_name("poolside/Laguna-S-2.1-DFlash-W4A16") is None  # W4A16 is the draft's own
-    assert dd.family_from_name("Laguna-S-2.1-DFlash-FP8") == "FP8"
-    assert dd.family_from_quant({"quant_method": "fp8"}) == "FP8"
-    assert dd.family_from_quant(None) == "BF16"
+    assert dconfig.family_from_name("sapidlabs/Sparkulator-Laguna-S-2.1-NVFP4") == "NVFP4"
+    assert dconfig.family_from_name("poolside/Laguna-S-2.1-DFlash-W4A16") is None  # W4A16 is the draft's own
+    assert dconfig.family_from_name("Laguna-S-2.1-DFlash-FP8") == "FP8"
+    assert dconfig.family_from_quant({"quant_method": "fp8"}) == "FP8"
+    assert dconfig.family_from_quant(None) == "BF16"
 
 
 def test_vocab_hidden_and_prefix_mismatches(tmp_path, target):
@@ -178,18 +182,18 @@ def test_rewrite_collapses_full_layer_sets_and_escapes_partial_ones():
                                    "ignore": ["layers.0.self_attn.qkv_proj", "layers.1.self_attn.qkv_proj",
                                               "layers.0.self_attn.g_proj", "lm_head", "fc",
                                               "re:layers\\.\\d+\\.mlp\\.down_proj$", "SomeNorm"]})
-    new, changes, unmatched = dd.fix_ignore_config(config)
+    new, changes, unmatched = dquant.fix_ignore_config(config)
     ignore = new["quantization_config"]["ignore"]
     assert ignore == ["re:.*\\.self_attn\\.qkv_proj$", "re:(?:.*\\.)?layers\\.0\\.self_attn\\.g_proj$",
                       "lm_head", "re:(?:.*\\.)?fc$", "re:(?:.*\\.)?layers\\.\\d+\\.mlp\\.down_proj$", "SomeNorm"]
     assert unmatched == ["SomeNorm"]
     assert changes["fc"] == "re:(?:.*\\.)?fc$"
     for entry in ignore[:-1]:
-        assert any(dd.is_equal_or_regex_match(n, entry) for n in
+        assert any(dvllm.is_equal_or_regex_match(n, entry) for n in
                    ["model.layers.0.self_attn.g_proj", "model.layers.1.self_attn.qkv_proj", "lm_head",
                     "model.fc", "model.layers.1.mlp.down_proj"])
-    assert not dd.should_ignore_layer("model.layers.1.self_attn.g_proj", ignore)[0]
-    again, changes2, _unmatched = dd.fix_ignore_config(new)
+    assert not dvllm.should_ignore_layer("model.layers.1.self_attn.g_proj", ignore)[0]
+    again, changes2, _unmatched = dquant.fix_ignore_config(new)
     assert changes2 == {} and again == new
 
 
