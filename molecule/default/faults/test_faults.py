@@ -360,6 +360,54 @@ def test_persistent_units_come_back_by_themselves_after_a_node_restart_resolving
     assert podman(HEAD, "ls", "/home/spark/.config/systemd/user", user=USER) == ""
 
 
+def changed_tasks(out):
+    """{(task, host)} of every task a playbook run reports as changed."""
+    found, task = set(), None
+    for line in out.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK ["):line.index("]")]
+        elif line.startswith("changed: [") and task:
+            found.add((task, line[len("changed: ["):].split("]")[0].split(" ")[0]))
+    return found
+
+
+def token_digest(host):
+    return podman(host, "sha256sum", RAY_TOKEN_PATH, user=USER).split()[0]
+
+
+ROTATION = {("laguna.spark.ray_cluster : Make the cluster's Ray token on the head (once; a new generation rotates it)",
+             HEAD),
+            ("laguna.spark.ray_cluster : Install the token on the other nodes (mode 0600)", WORKER),
+            ("laguna.spark.ray_cluster : Run the head raylet", HEAD),
+            ("laguna.spark.ray_cluster : Run the worker raylets", WORKER),
+            ("laguna.spark.vllm_serve : Run vllm serve", HEAD)}
+
+
+def test_rotating_the_ray_token_restarts_the_raylets_and_vllm_once_and_nothing_else():
+    units = ((HEAD, "laguna-ray-head"), (WORKER, "laguna-ray-worker"), (HEAD, "laguna-vllm"))
+
+    def invocations():
+        return [unit(host, name, "InvocationID")["InvocationID"] for host, name in units]
+
+    for generation in ("2", None):  # a new generation, then back to the inventory's
+        before, digest = invocations(), token_digest(HEAD)
+        extra = ["-e", "laguna_ray_auth_token_generation=" + generation] if generation else []
+        rc, _changed, out, _seconds = noop_ratio.play(INVENTORY, "laguna.spark.site", *extra, timeout=900)
+        assert rc == 0, out[-3000:]
+        changed = {(task, host) for task, host in changed_tasks(out)
+                   if not task.startswith("Record what this complete run left")}
+        assert changed == ROTATION, sorted(changed ^ ROTATION)
+        after = invocations()
+        assert all(a != b for a, b in zip(before, after)), (before, after)
+        assert token_digest(HEAD) == token_digest(WORKER) != digest
+        assert healthy()
+        if generation:
+            # The same generation again: nothing changes, with every role's checks.
+            rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *extra)
+            assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+            assert invocations() == after
+
+
 def test_a_complete_run_does_not_skip_a_killed_vllm_or_a_touched_shard():
     # The fast no-op path must see what the roles would: vLLM killed on the
     # head, a shard rewritten in place on the worker (same size and mtime).
