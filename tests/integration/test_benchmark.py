@@ -387,8 +387,10 @@ def test_the_sweep_report_and_restore_against_the_speed_model(node):
 
 
 def _bench_modules():
-    """PIDs of vllm_bench module processes (the AnsiballZ wrapper and the module it runs)."""
-    return [pid for pid, argv in procs.argvs() if any("vllm_bench" in arg for arg in argv)]
+    """PIDs of vllm_bench module processes (the AnsiballZ wrapper and the module it runs), and not
+    of other programs that name the module's file (ansible-test's validate-modules, an editor)."""
+    return [pid for pid, argv in procs.argvs()
+            if any("AnsiballZ_vllm_bench" in arg or "ansible_vllm_bench_payload" in arg for arg in argv)]
 
 
 def test_ctrl_c_during_the_sweep_leaves_no_benchmark_running_and_the_rerun_restores(node):

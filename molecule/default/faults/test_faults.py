@@ -166,8 +166,10 @@ def test_a_stray_vllm_serve_beside_the_unit_is_stopped_and_the_unit_is_not():
     assert vllm_pid() == unit_pid and healthy()
 
 
-def test_a_port_held_by_another_program_fails_fast_naming_it():
+def test_a_port_held_by_another_program_or_a_gpu_held_by_another_ray_job_is_refused_before_vllm_starts():
+    """Two refusals with vLLM stopped, judged one after the other, and one start after both."""
     podman(HEAD, "systemctl", "--user", "stop", "laguna-vllm.service", user=USER)
+    # The API port held by another program: the run fails fast, naming it.
     podman(HEAD, "bash", "-c", "nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
     try:
         time.sleep(1)
@@ -177,12 +179,7 @@ def test_a_port_held_by_another_program_fails_fast_naming_it():
         assert seconds < 240
     finally:
         podman(HEAD, "pkill", "-f", "http.server 8000", check=False)
-    rc, _changed, out, _seconds = play("--tags", "vllm_serve")
-    assert rc == 0 and healthy(), out[-3000:]
-
-
-def test_a_gpu_held_by_another_ray_job_is_refused_before_vllm_waits_forever():
-    podman(HEAD, "systemctl", "--user", "stop", "laguna-vllm.service", user=USER)
+    # A GPU held by another Ray job: refused before vLLM would wait forever for it.
     holder = ("import ray, time\n"
               "ray.init(address='10.89.77.11:6379')\n"
               "@ray.remote(num_gpus=1)\n"
@@ -281,7 +278,10 @@ def restart_nodes():
     raise AssertionError("the nodes did not boot: %s" % states)
 
 
-def test_a_changed_head_gid_index_restarts_every_service_that_captured_it():
+def test_a_changed_head_gid_index_restarts_every_service_that_captured_it_and_verify_names_unwanted_settings():
+    """Two faults that share the last restart: the head's GID index moves
+    (pinned policy), then the run back to the default policy also starts vLLM
+    with settings the inventory does not want, which verify must name."""
     # By default the head leaves the index to NCCL's own per-device choice
     # (nothing captures it); pinned, the head raylet and vLLM carry it.
     pinned = ("-e", "fabric_gid_policy=pinned")
@@ -298,14 +298,12 @@ def test_a_changed_head_gid_index_restarts_every_service_that_captured_it():
     assert healthy()
     rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *pinned)
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
-    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
-    assert rc == 0 and healthy(), out[-3000:]
-
-
-def test_verify_names_each_setting_of_a_running_unit_that_the_inventory_does_not_want():
-    rc, _changed, out, _seconds = play("--tags", "vllm_serve", "-e", "vllm_serve_max_num_seqs=1",
+    # Back to the default policy (the raylets and vLLM restart), with two
+    # vLLM settings the inventory does not want.
+    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", "-e", "vllm_serve_max_num_seqs=1",
                                        "-e", "vllm_serve_memory_max=11G")
     assert rc == 0 and healthy(), out[-3000:]
+    # verify names each setting of the running unit that the inventory does not want.
     rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
     assert rc != 0
     assert ('laguna-vllm.service on laguna-head: command argument argv[17] is "1", the inventory wants "2": '
@@ -317,17 +315,17 @@ def test_verify_names_each_setting_of_a_running_unit_that_the_inventory_does_not
     assert rc == 0, out[-3000:]
 
 
-def test_after_a_node_restart_verify_says_the_transient_services_are_gone_and_how_to_bring_them_back():
+def test_node_restarts_transient_units_are_gone_and_named_persistent_units_come_back_resolving_the_gid_index_anew():
+    """Two restarts of both nodes: with the recipe's transient units, verify
+    says they are gone and how to bring them back, and the run that brings
+    them back makes them persistent; with persistent units, the second
+    restart brings everything back by itself, the worker's GID resolved anew."""
     restart_nodes()
     rc, _changed, out, seconds = play(playbook="laguna.spark.verify")
     assert rc != 0 and seconds < 300
     assert "laguna-ray-head on laguna-head, laguna-ray-worker on laguna-worker: gone (not loaded)" in out, out[-3000:]
     assert "Bring them back with `ansible-playbook site.yml --tags ray_cluster,vllm_serve`" in out
-    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
-    assert rc == 0 and healthy(), out[-3000:]
-
-
-def test_persistent_units_come_back_by_themselves_after_a_node_restart_resolving_the_gid_index_anew():
+    assert "laguna_persistent_units: true" in out
     persistent = ("-e", '{"laguna_persistent_units": true}')
     rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *persistent)
     assert rc == 0 and healthy(), out[-3000:]
