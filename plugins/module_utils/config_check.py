@@ -246,6 +246,7 @@ BOUNDS = {
     "ssh_mesh_host_key_dir": Bound(fmt="abspath"),
     "ssh_mesh_host_key_types": Bound(elements="word"),
     "ssh_mesh_key_type": ANY,  # choices in the spec
+    "ssh_mesh_accept_changed_host_keys": ANY,
     # venv
     "venv_executables": Bound(elements="word"),
     "venv_extra_index_urls": Bound(elements="url"),

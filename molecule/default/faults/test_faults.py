@@ -9,6 +9,8 @@ whole site playbook (changed=0) and checks that no model byte was lost.
 The tests run in file order: each leaves the cluster healthy for the next.
 """
 
+import base64
+import hashlib
 import json
 import os
 import shlex
@@ -164,6 +166,34 @@ def test_a_stray_vllm_serve_beside_the_unit_is_stopped_and_the_unit_is_not():
     assert rc == 0, out[-3000:]
     assert not podman(HEAD, "pgrep", "-f", "vllm serve /models/manual", check=False)
     assert vllm_pid() == unit_pid and healthy()
+
+
+def test_a_peer_whose_host_key_changed_is_refused_until_accepted():
+    """The worker's sshd keys regenerated: ssh_mesh on the head refuses to pin the new ones, naming
+    the worker, its RoCE address, the pinned and the new fingerprint and both fixes, and leaves
+    known_hosts alone; only ssh_mesh_accept_changed_host_keys replaces them."""
+    known_hosts, roce = "/home/spark/.ssh/known_hosts", "10.89.77.12"
+    found = podman(HEAD, "ssh-keygen", "-F", roce, "-f", known_hosts, user=USER)
+    (pinned,) = [line for line in found.splitlines()
+                 if not line.startswith("#") and line.split()[1:2] == ["ssh-ed25519"]]
+    blob = base64.b64decode(pinned.split()[2])
+    old = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    before = podman(HEAD, "cat", known_hosts, user=USER)
+    podman(WORKER, "bash", "-c", "rm -f /etc/ssh/ssh_host_*; ssh-keygen -A; systemctl restart ssh || systemctl restart sshd")
+    new = podman(WORKER, "ssh-keygen", "-lf", "/etc/ssh/ssh_host_ed25519_key.pub").split()[1]
+    assert new.startswith("SHA256:") and new != old
+
+    rc, _changed, out, _seconds = play("--tags", "ssh_mesh")
+    assert rc != 0, out[-3000:]
+    for part in (WORKER, roce, old, new, "ssh-keygen -R", "ssh_mesh_accept_changed_host_keys"):
+        assert part in out, (part, out[-3000:])
+    assert podman(HEAD, "cat", known_hosts, user=USER) == before
+
+    rc, changed, out, _seconds = play("--tags", "ssh_mesh", "-e", "ssh_mesh_accept_changed_host_keys=true")
+    assert rc == 0 and changed[HEAD] >= 1, out[-3000:]
+    rc, changed, out, _seconds = play("--tags", "ssh_mesh")
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+    podman(HEAD, "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", roce, "true", user=USER)
 
 
 def test_a_port_held_by_another_program_or_a_gpu_held_by_another_ray_job_is_refused_before_vllm_starts():
