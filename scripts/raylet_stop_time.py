@@ -1,20 +1,23 @@
-"""Time how long stopping a worker raylet takes after its head died, with
-systemd's defaults (TimeoutStopSec=90, KillMode=control-group: the units as
-the collection ran them before laguna_stop_timeout and laguna_kill_mode) and
-with the collection's defaults (20 s, mixed), in one run, and print both and
-their ratio.
+"""Time how long stopping the head raylet takes while vLLM serves (its TP
+rank holds the head's GPU: the case of every restart of the cluster), with
+Ray's and systemd's defaults, with the collection's settings before
+ray_cluster_drain_timeout, and with the collection's defaults, in one run;
+print the times and their ratios to the first.
 
     python3 scripts/raylet_stop_time.py [-i INVENTORY] [--rounds 1]
 
-Run it on the converged molecule hosts (after `molecule converge`; INVENTORY
-defaults to $MOLECULE_EPHEMERAL_DIRECTORY/inventory, and the nodes are
-reached with `podman exec`, so it is for the test bed only). Each round, for
-each setting: the site playbook's ray_cluster and vllm_serve roles run with
-that setting (restarting the units), the head raylet is SIGKILLed (the slow
-case: the worker raylet has lost its head), and `systemctl --user stop
-laguna-ray-worker` on the worker is timed. At the end the roles run once more
-with the inventory's settings, so the cluster serves again. Prints one JSON
-object.
+The settings: ``ray_systemd_defaults`` (Ray's 30 s SIGTERM drain, systemd's
+TimeoutStopSec=90 and KillMode=control-group), ``drain_30_stop_20`` (the
+collection's 20 s and mixed, with Ray's drain: every stop ran into the
+timeout and was SIGKILLed) and ``collection_default`` (no drain, 20 s,
+mixed). Run it on the converged molecule hosts (after `molecule converge`;
+INVENTORY defaults to $MOLECULE_EPHEMERAL_DIRECTORY/inventory, and the nodes
+are reached with `podman exec`, so it is for the test bed only). Each round,
+for each setting: the site playbook's ray_cluster and vllm_serve roles run
+with that setting (restarting the units, vLLM serving again), and `systemctl
+--user stop laguna-ray-head` on the head is timed. At the end the roles run
+once more with the inventory's settings, so the cluster serves again. Prints
+one JSON object.
 """
 import argparse
 import json
@@ -27,7 +30,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import noop_ratio  # noqa: E402  pylint: disable=wrong-import-position
 
-SETTINGS = {"systemd_default": ["-e", "laguna_stop_timeout=90", "-e", "laguna_kill_mode=control-group"],
+SETTINGS = {"ray_systemd_defaults": ["-e", "ray_cluster_drain_timeout=30", "-e", "laguna_stop_timeout=90",
+                                    "-e", "laguna_kill_mode=control-group"],
+            "drain_30_stop_20": ["-e", "ray_cluster_drain_timeout=30"],
             "collection_default": []}
 USER_ENV = ["-u", "spark", "-e", "XDG_RUNTIME_DIR=/run/user/1000"]
 
@@ -47,12 +52,10 @@ def converge(inventory, extra):
     return seconds
 
 
-def one_stop(head, worker):
-    user_ctl(head, "kill", "--signal=SIGKILL", "laguna-ray-head.service")
-    time.sleep(5)  # the worker raylet notices its head is gone
-    rc, seconds, out = user_ctl(worker, "stop", "laguna-ray-worker.service")
+def one_stop(head):
+    rc, seconds, out = user_ctl(head, "stop", "laguna-ray-head.service")
     if rc != 0:
-        raise SystemExit("stopping the worker raylet failed: %s" % out)
+        raise SystemExit("stopping the head raylet failed: %s" % out)
     return round(seconds, 1)
 
 
@@ -62,17 +65,17 @@ def main():
                         default=os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "."), "inventory"))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--head", default="laguna-head")
-    parser.add_argument("--worker", default="laguna-worker")
     args = parser.parse_args()
     seconds = {name: [] for name in SETTINGS}
     for _round in range(max(1, min(args.rounds, 5))):
         for name, extra in SETTINGS.items():
             converge(args.inventory, extra)
-            seconds[name].append(one_stop(args.head, args.worker))
+            seconds[name].append(one_stop(args.head))
     converge(args.inventory, [])
     medians = {name: statistics.median(values) for name, values in seconds.items()}
+    first = medians["ray_systemd_defaults"]
     print(json.dumps({"stop_seconds": seconds, "median": medians,
-                      "ratio": round(medians["collection_default"] / medians["systemd_default"], 3)},
+                      "ratio_to_defaults": {name: round(value / first, 3) for name, value in medians.items()}},
                      sort_keys=True))
 
 

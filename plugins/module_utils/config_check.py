@@ -207,6 +207,7 @@ BOUNDS = {
     "ray_cluster_worker_memory_max": Bound(fmt="memory"),
     "ray_cluster_memory_swap_max": Bound(fmt="memory"),
     "ray_cluster_extra_properties": Bound(keys="property"),
+    "ray_cluster_drain_timeout": Bound(min=0, max=3600),
     "ray_cluster_environment": Bound(keys="envname"),
     "ray_cluster_expected_nodes": COUNT,
     "ray_cluster_expected_gpus": COUNT,

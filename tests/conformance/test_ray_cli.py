@@ -235,3 +235,36 @@ def test_ray_status_parser_reads_a_real_ray_2_60_head(real_status):
     assert parsed["resources"]["CPU"]["total"] == 1.0
     assert parsed["resources"]["object_store_memory"]["total"] > 1.8e9  # the rendered 2,000,000,000 bytes
     assert parsed["pending_demands"] == []
+
+
+def _ray_source(vllm_python, relative):
+    """A file of the real Ray package in the conformance venv."""
+    root = subprocess.run([vllm_python, "-c", "import importlib.util as u; "
+                           "print(u.find_spec('ray').submodule_search_locations[0])"],
+                          capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    with open(os.path.join(root, relative)) as handle:
+        return handle.read()
+
+
+def test_every_raylet_stops_without_ray_s_drain_as_ray_reads_it(vllm_python, head, workers):
+    """The raylets' RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S (ray_cluster_drain_timeout) is the
+    variable Ray 2.60 reads for its SIGTERM drain, and the value rendered turns the drain off
+    by Ray's own test (a timeout <= 0 returns before draining)."""
+    import ast
+    constants = ast.parse(_ray_source(vllm_python, "_private/ray_constants.py"))
+    read = [node for node in ast.walk(constants) if isinstance(node, ast.Assign)
+            and any(getattr(t, "id", None) == "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S" for t in node.targets)]
+    assert read, "ray_constants no longer defines RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+    call = read[0].value
+    assert isinstance(call, ast.Call) and ast.literal_eval(call.args[0]) == "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
+    assert ast.literal_eval(call.args[1]) == 30.0  # the default the README's row names
+    node_py = ast.parse(_ray_source(vllm_python, "_private/node.py"))
+    drain = [f for f in ast.walk(node_py) if isinstance(f, ast.FunctionDef) and f.name == "_drain_node_before_shutdown"]
+    assert drain, "Ray's node no longer drains on SIGTERM in _drain_node_before_shutdown"
+    guards = [stmt for stmt in drain[0].body if isinstance(stmt, ast.If)
+              and ast.unparse(stmt.test).replace(" ", "") == "timeout_s<=0"
+              and isinstance(stmt.body[0], ast.Return)]
+    assert guards, "Ray's drain no longer returns at once for a timeout <= 0"
+    for host in [head] + list(workers):
+        value = host["ray"]["environment"]["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"]
+        assert float(value) <= 0, value
