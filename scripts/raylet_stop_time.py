@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import noop_ratio  # noqa: E402  pylint: disable=wrong-import-position
 
 SETTINGS = {"ray_systemd_defaults": ["-e", "ray_cluster_drain_timeout=30", "-e", "laguna_stop_timeout=90",
-                                    "-e", "laguna_kill_mode=control-group"],
+                                     "-e", "laguna_kill_mode=control-group"],
             "drain_30_stop_20": ["-e", "ray_cluster_drain_timeout=30"],
             "collection_default": []}
 USER_ENV = ["-u", "spark", "-e", "XDG_RUNTIME_DIR=/run/user/1000"]
