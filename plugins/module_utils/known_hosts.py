@@ -26,7 +26,8 @@ import hashlib
 import hmac
 import os
 import struct
-import tempfile
+
+from ansible_collections.laguna.spark.plugins.module_utils import files
 
 MARKERS = ("@cert-authority", "@revoked")
 WILDCARDS = set("*?!")
@@ -314,24 +315,15 @@ def owner_of(path):
 
 
 def write(module, path, text, mode=0o600):
-    """Write ``text`` to ``path`` through a temporary file beside it and
-    module.atomic_move: an existing file keeps its mode and owner, a new one
-    gets ``mode`` and (when root writes it) its directory's owner."""
+    """Write ``text`` to ``path`` through files.write_atomic: an existing file
+    keeps its mode and owner, a new one gets ``mode`` and (when root writes it)
+    its directory's owner."""
     directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o700)
+    files.make_dir(directory, 0o700)
     existed = os.path.exists(path)
-    old_mode = os.stat(path).st_mode & 0o7777 if existed else mode
+    keep_mode = files.file_mode(path) if existed else mode
     owner = owner_of(path) if existed else owner_of(directory)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".laguna-known_hosts-")  # created 0600
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-    except Exception:
-        os.unlink(tmp)
-        raise
-    module.atomic_move(tmp, path)
-    os.chmod(path, old_mode)  # atomic_move gives a new file the umask's mode
+    files.write_atomic(module, path, text, mode=keep_mode, prefix=".laguna-known_hosts-")
     if owner is not None and os.geteuid() == 0 and owner_of(path) != owner:
         os.chown(path, owner[0], owner[1])
 
