@@ -3,29 +3,46 @@
 # conformance tests (pytest), and the molecule scenario (converge from bare
 # nodes, idempotence, check mode, testinfra, side effects with the benchmark
 # and the fault suites), all against the collection as built and installed by
-# scripts/collection.sh, once per run. Each phase prints when it starts; at
-# the end, also when a phase fails, a table of each phase's wall time is
-# printed and written to .cache/measurements/test-times.json:
-#   {"phases": {"setup": s, ...}, "total_s": s, "commit": "<short sha>",
-#    "finished": "<ISO time>", "ok": true|false}
-# LAGUNA_PYTEST_WORKERS (default 2) is the number of pytest-xdist workers of
-# the integration and conformance tests; 0 runs them in one process.
+# scripts/collection.sh, once per run.
+#
+# Two lanes after the set-up and the collection build: molecule (the longest
+# phase, mostly waiting on services in its two containers) runs in the
+# background, its output in .cache/molecule.log (printed when it ends), while
+# the lint gates, the unit tests and the integration and conformance tests run
+# one after the other in the foreground at a lower CPU priority (nice), so the
+# fault suite's bounded waits keep the CPU they had when the phases ran one
+# after the other. A failed foreground phase stops molecule; a failed
+# molecule fails the run once the foreground lane is done.
+#
+# Each phase prints when it starts; at the end, also when a phase fails, a
+# table of each phase's start (seconds after the run started) and wall time
+# is printed and written to .cache/measurements/test-times.json:
+#   {"phases": {"setup": s, ...}, "starts": {"setup": s, ...},
+#    "total_s": s, "commit": "<short sha>", "finished": "<ISO time>",
+#    "ok": true|false}
+# LAGUNA_PYTEST_WORKERS (default 2; 0 runs them in one process) is the
+# number of pytest-xdist workers of the integration and conformance tests. LAGUNA_TEST_LANES=1 runs molecule after the foreground
+# phases instead of beside them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 start=$(date +%s)
-phases=()     # names, in order
+phases=()     # names, in order of their end
+starts=()     # seconds after $start, same order
 durations=()  # seconds, same order
 current=""
 current_start=$start
+failed=""
+molecule_pid=""
+molecule_start=""
+MOLECULE_LOG="$ROOT/.cache/molecule.log"
 
-# End the running phase (if any), start the next one (if named).
+# End the running foreground phase (if any), start the next one (if named).
 phase() {
   local now
   now=$(date +%s)
   if [ -n "$current" ]; then
-    phases+=("$current")
-    durations+=("$((now - current_start))")
+    record "$current" "$current_start" "$now"
   fi
   current="${1:-}"
   current_start=$now
@@ -34,26 +51,77 @@ phase() {
   fi
 }
 
+record() {  # name, start, end (epoch seconds)
+  phases+=("$1")
+  starts+=("$(($2 - start))")
+  durations+=("$(($3 - $2))")
+}
+
+# Molecule in the background, in a process group of its own (setsid), so that
+# stopping it stops everything it started.
+molecule_begin() {
+  molecule_start=$(date +%s)
+  echo "== molecule, beside the next phases ($((molecule_start - start)) s since start; output in ${MOLECULE_LOG#"$ROOT"/})"
+  mkdir -p "$(dirname "$MOLECULE_LOG")"
+  rm -f "$MOLECULE_LOG.rc"
+  setsid bash -c 'molecule test --all > "$1" 2>&1; echo $? > "$1.rc"' molecule "$MOLECULE_LOG" &
+  molecule_pid=$!
+}
+
+# Wait for molecule, show its output, record its phase; its exit status.
+molecule_end() {
+  local rc
+  [ -n "$molecule_pid" ] || return 0
+  echo "== waiting for molecule ($(($(date +%s) - start)) s since start)"
+  wait "$molecule_pid" || true
+  molecule_pid=""
+  cat "$MOLECULE_LOG"
+  record molecule "$molecule_start" "$(date +%s)"
+  rc=$(cat "$MOLECULE_LOG.rc" 2>/dev/null || echo 1)
+  if [ "$rc" != 0 ]; then
+    failed=molecule
+    echo "== molecule failed (rc=$rc)"
+  fi
+  return "$rc"
+}
+
+molecule_stop() {
+  if [ -n "$molecule_pid" ]; then
+    echo "== stopping molecule (a foreground phase failed); its output so far:"
+    kill -TERM -- "-$molecule_pid" 2>/dev/null || true
+    wait "$molecule_pid" 2>/dev/null || true
+    molecule_pid=""
+    tail -n 60 "$MOLECULE_LOG" 2>/dev/null || true
+    record "molecule (stopped)" "$molecule_start" "$(date +%s)"
+  fi
+}
+
 report() {
-  local rc=$1 ok=true total i out json name
+  local rc=$1 ok=true total i out json starts_json name
   [ "$rc" -eq 0 ] || ok=false
-  failed="$current"
+  if [ "$ok" = false ] && [ -z "$failed" ]; then
+    failed="$current"
+  fi
   phase
+  molecule_stop
   total=$(($(date +%s) - start))
   out="$ROOT/.cache/measurements/test-times.json"
   echo
   echo "== test times (commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown))"
-  printf '%-26s %8s\n' phase seconds
+  printf '%-26s %8s %8s\n' phase start seconds
   json=""
+  starts_json=""
   for i in "${!phases[@]}"; do
     name="${phases[$i]}"
-    printf '%-26s %8d%s\n' "$name" "${durations[$i]}" "$([ "$name" = "$failed" ] && [ "$ok" = false ] && echo '  FAILED')"
+    printf '%-26s %8d %8d%s\n' "$name" "${starts[$i]}" "${durations[$i]}" \
+      "$([ "$name" = "$failed" ] && [ "$ok" = false ] && echo '  FAILED')"
     json+="${json:+, }\"$name\": ${durations[$i]}"
+    starts_json+="${starts_json:+, }\"$name\": ${starts[$i]}"
   done
-  printf '%-26s %8d  (%d min %02d s)\n' total "$total" "$((total / 60))" "$((total % 60))"
+  printf '%-26s %8s %8d  (%d min %02d s)\n' total "" "$total" "$((total / 60))" "$((total % 60))"
   mkdir -p "$(dirname "$out")"
-  printf '{"phases": {%s}, "total_s": %d, "commit": "%s", "finished": "%s", "ok": %s}\n' \
-    "$json" "$total" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  printf '{"phases": {%s}, "starts": {%s}, "total_s": %d, "commit": "%s", "finished": "%s", "ok": %s}\n' \
+    "$json" "$starts_json" "$total" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
     "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$ok" > "$out.tmp"
   mv "$out.tmp" "$out"
   echo "(written to ${out#"$ROOT"/})"
@@ -68,9 +136,6 @@ LAGUNA_SETUP_COLLECTION=no bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 . scripts/podman-env.sh
 
-phase lint
-bash scripts/lint.sh
-
 # Build the tarball and install it into a fresh collections path
 # (.cache/collections, where molecule.yml and ansible.cfg look); the pytest
 # runs (and each of their xdist workers) use this copy through
@@ -79,25 +144,52 @@ phase collection
 LAGUNA_COLLECTIONS_PATH="$(bash scripts/collection.sh)"
 export LAGUNA_COLLECTIONS_PATH
 
+lanes="${LAGUNA_TEST_LANES:-2}"
+foreground=()
+if [ "$lanes" != 1 ]; then
+  phase
+  molecule_begin
+  # The foreground lane yields the CPU to molecule's services: nice, and,
+  # where the kernel groups processes by session for scheduling (autogroup;
+  # molecule's lane is a session of its own), this session's group niced too,
+  # since nice alone does not weigh across groups. Its tests
+  # run in a PID namespace of their own (a fresh /proc, with bash as its init
+  # to reap what the tests orphan): the preflight tests stop every `vllm
+  # serve` this machine shows them outside laguna-vllm.service, and must not
+  # see the molecule nodes' processes. Whatever the tests leave running ends
+  # with the namespace.
+  echo 10 2>/dev/null > /proc/self/autogroup || true
+  foreground=(nice -n 10 unshare --pid --fork --mount-proc --kill-child
+              bash -c '"$@"; rc=$?; exit "$rc"' foreground)
+fi
+
+phase lint
+"${foreground[@]}" bash scripts/lint.sh
+
 phase unit
 # The unit tests run in their own process: they run modules in-process, and
 # AnsibleModule's warnings come back empty once ansible-core has been loaded
 # by the integration tests in the same interpreter.
-pytest -q --durations=10 tests/unit
+"${foreground[@]}" pytest -q --durations=10 tests/unit
 
 phase integration+conformance
-# Two workers (pytest-xdist): most of these tests wait on subprocesses.
-# --dist loadgroup: each test file runs whole on one worker, and the files
-# that share state run on the same one (pytest.ini's xdist_groups, applied by
-# tests/helpers/collection.py), longest first.
+# --dist loadgroup (with LAGUNA_PYTEST_WORKERS > 0): each test file runs whole
+# on one worker, and the files that share state run on the same one
+# (pytest.ini's xdist_groups, applied by tests/helpers/collection.py),
+# longest first.
 workers="${LAGUNA_PYTEST_WORKERS:-2}"
 xdist=()
 if [ "$workers" != 0 ]; then
   xdist=(-n "$workers" --dist loadgroup)
 fi
-pytest -q --durations=25 "${xdist[@]}" tests/integration tests/conformance
-
-phase molecule
-molecule test --all
+"${foreground[@]}" pytest -q --durations=25 "${xdist[@]}" tests/integration tests/conformance
 phase
+
+if [ "$lanes" = 1 ]; then
+  phase molecule
+  molecule test --all
+  phase
+else
+  molecule_end
+fi
 echo "== finished ($(($(date +%s) - start)) s since start)"
