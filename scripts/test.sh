@@ -9,10 +9,8 @@
 # phase, mostly waiting on services in its two containers) runs in the
 # background, its output in .cache/molecule.log (printed when it ends), while
 # the lint gates, the unit tests and the integration and conformance tests run
-# one after the other in the foreground at a lower CPU priority (nice), so the
-# fault suite's bounded waits keep the CPU they had when the phases ran one
-# after the other. A failed foreground phase stops molecule; a failed
-# molecule fails the run once the foreground lane is done.
+# one after the other in the foreground. A failed foreground phase stops
+# molecule; a failed molecule fails the run once the foreground lane is done.
 #
 # Each phase prints when it starts; at the end, also when a phase fails, a
 # table of each phase's start (seconds after the run started) and wall time
@@ -149,17 +147,14 @@ foreground=()
 if [ "$lanes" != 1 ]; then
   phase
   molecule_begin
-  # The foreground lane yields the CPU to molecule's services: nice, and,
-  # where the kernel groups processes by session for scheduling (autogroup;
-  # molecule's lane is a session of its own), this session's group niced too,
-  # since nice alone does not weigh across groups. Its tests
-  # run in a PID namespace of their own (a fresh /proc, with bash as its init
-  # to reap what the tests orphan): the preflight tests stop every `vllm
-  # serve` this machine shows them outside laguna-vllm.service, and must not
-  # see the molecule nodes' processes. Whatever the tests leave running ends
-  # with the namespace.
-  echo 10 2>/dev/null > /proc/self/autogroup || true
-  foreground=(nice -n 10 unshare --pid --fork --mount-proc --kill-child
+  # The foreground's tests run in a PID namespace of their own (a fresh
+  # /proc, with bash as its init to reap what the tests orphan): the
+  # preflight tests stop every `vllm serve` this machine shows them outside
+  # laguna-vllm.service, and must not see the molecule nodes' processes.
+  # Whatever the tests leave running ends with the namespace. (CPU: the
+  # kernel shares it between sessions, autogroup, so the foreground lane
+  # gets one share beside molecule's controller and each node container's.)
+  foreground=(unshare --pid --fork --mount-proc --kill-child
               bash -c '"$@"; rc=$?; exit "$rc"' foreground)
 fi
 
