@@ -62,7 +62,10 @@ molecule_begin() {
   echo "== molecule, beside the next phases ($((molecule_start - start)) s since start; output in ${MOLECULE_LOG#"$ROOT"/})"
   mkdir -p "$(dirname "$MOLECULE_LOG")"
   rm -f "$MOLECULE_LOG.rc"
-  setsid bash -c 'molecule test --all > "$1" 2>&1; echo $? > "$1.rc"' molecule "$MOLECULE_LOG" &
+  # Each line of the log starts with the time it was written (molecule's
+  # steps, the plays and the fault suite can be timed from it afterwards).
+  setsid bash -c 'PYTHONUNBUFFERED=1 molecule test --all 2>&1 | while IFS= read -r line; do printf "%(%T)T %s\n" -1 "$line"; done > "$1"
+                  echo "${PIPESTATUS[0]}" > "$1.rc"' molecule "$MOLECULE_LOG" &
   molecule_pid=$!
 }
 
