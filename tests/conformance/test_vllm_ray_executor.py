@@ -49,10 +49,10 @@ SORT = [
     {"specs": [{"GPU": 1.0}] * 6, "bundle_to_node": {"0": "node-C", "1": "node-A", "2": "node-B", "3": "node-C",
                                                      "4": "node-A", "5": "node-B"},
      "nodes": {"node-A": "10.0.0.1", "node-B": "10.0.0.2", "node-C": "10.0.0.3"}, "driver": "node-A"},
-    # two Sparks, PACK put bundle 0 on the worker: the head's bundle is rank 0
-    {"specs": TWO, "bundle_to_node": {"0": "ffff", "1": "0000"}, "nodes": {"0000": "192.168.100.1",
-                                                                         "ffff": "192.168.100.2"},
-     "driver": "0000"},
+    # two Sparks, bundle 0 on the worker, whose node id sorts first: the head's bundle is rank 0
+    {"specs": TWO, "bundle_to_node": {"0": "0000", "1": "ffff"}, "nodes": {"ffff": "192.168.100.1",
+                                                                         "0000": "192.168.100.2"},
+     "driver": "ffff"},
     # a bundle without a GPU is no rank
     {"specs": [{"CPU": 1.0}, {"GPU": 1.0}], "bundle_to_node": {"0": "a", "1": "b"},
      "nodes": {"a": "10.0.0.1", "b": "10.0.0.2"}, "driver": "a"},
@@ -168,7 +168,7 @@ def test_ranks_are_ordered_driver_node_first_as_vllm_sorts_them(real, standin):
         ours = standin.executor.sort_bundles_driver_first(
             case["specs"], {int(k): v for k, v in case["bundle_to_node"].items()}, case["nodes"], case["driver"])
         assert [list(item) for item in ours] == theirs, case
-    assert real["sort"][1][0][1] == "0000"  # the head's bundle is rank 0
+    assert real["sort"][1] == [[1, "ffff", "192.168.100.1"], [0, "0000", "192.168.100.2"]]  # the head's first
 
 
 def test_actor_names_are_vllms(real, standin):

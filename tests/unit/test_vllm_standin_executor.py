@@ -76,9 +76,10 @@ def test_the_give_up_time_is_vllms_constant_and_no_variable_changes_it(monkeypat
 
 def test_placement_is_one_gpu_per_rank_and_ranks_go_driver_node_first():
     assert executor.placement_group_specs(2) == TWO
-    ranks = executor.sort_bundles_driver_first(TWO, {0: "worker", 1: "head"},
-                                               {"head": "192.168.100.1", "worker": "192.168.100.2"}, "head")
-    assert ranks == [(1, "head", "192.168.100.1"), (0, "worker", "192.168.100.2")]
+    # the head (the driver's node) first, although the worker's node id sorts before it
+    ranks = executor.sort_bundles_driver_first(TWO, {0: "aaaa", 1: "ffff"},
+                                               {"ffff": "192.168.100.1", "aaaa": "192.168.100.2"}, "ffff")
+    assert ranks == [(1, "ffff", "192.168.100.1"), (0, "aaaa", "192.168.100.2")]
     assert [executor.build_actor_name("abcde", r, 2, 1) for r in (0, 1)] == ["vllm_Worker_abcde_TP0",
                                                                            "vllm_Worker_abcde_TP1"]
     warnings = executor.verify_bundles_warnings({0: "head", 1: "worker"}, TWO, 2)
