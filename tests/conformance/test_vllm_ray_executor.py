@@ -50,9 +50,8 @@ SORT = [
                                                      "4": "node-A", "5": "node-B"},
      "nodes": {"node-A": "10.0.0.1", "node-B": "10.0.0.2", "node-C": "10.0.0.3"}, "driver": "node-A"},
     # two Sparks, bundle 0 on the worker, whose node id sorts first: the head's bundle is rank 0
-    {"specs": TWO, "bundle_to_node": {"0": "0000", "1": "ffff"}, "nodes": {"ffff": "192.168.100.1",
-                                                                         "0000": "192.168.100.2"},
-     "driver": "ffff"},
+    {"specs": TWO, "bundle_to_node": {"0": "0000", "1": "ffff"},
+     "nodes": {"ffff": "192.168.100.1", "0000": "192.168.100.2"}, "driver": "ffff"},
     # a bundle without a GPU is no rank
     {"specs": [{"CPU": 1.0}, {"GPU": 1.0}], "bundle_to_node": {"0": "a", "1": "b"},
      "nodes": {"a": "10.0.0.1", "b": "10.0.0.2"}, "driver": "a"},
@@ -180,8 +179,8 @@ def test_actor_names_are_vllms(real, standin):
 def test_the_rank_actor_is_ray_worker_proc_and_the_monitor_watches_its_run(vllm_src, standin):
     v2 = _source(vllm_src, "v1/executor/ray_executor_v2.py")
     classes = {n.name: n for n in v2.body if isinstance(n, ast.ClassDef)}
-    assert "RayWorkerProc" in classes and "run" in {f.name for f in classes["RayWorkerProc"].body
-                                                  if isinstance(f, ast.FunctionDef)}
+    methods = {f.name for f in classes["RayWorkerProc"].body if isinstance(f, ast.FunctionDef)}
+    assert "run" in methods
     remote = [n for n in ast.walk(v2) if isinstance(n, ast.Call) and ast.unparse(n) == "ray.remote(RayWorkerProc)"]
     assert remote, "RayExecutorV2 no longer makes its actors from RayWorkerProc"
     options = [n for n in ast.walk(_function(v2, "_init_executor")) if isinstance(n, ast.Call)
@@ -373,8 +372,8 @@ def test_vllm_checks_every_rank_with_the_available_memory_of_an_integrated_gpu(v
 
 def test_a_dead_engine_answers_as_vllm_and_the_server_returns(real, vllm_src, standin):
     cli = standin.cli
-    assert (cli.ENGINE_DEAD_RESPONSE[0], cli.ENGINE_DEAD_RESPONSE[1]) == (real["engine_dead"]["status"],
-                                                                         real["engine_dead"]["body"])
+    dead = real["engine_dead"]
+    assert (cli.ENGINE_DEAD_RESPONSE[0], cli.ENGINE_DEAD_RESPONSE[1]) == (dead["status"], dead["body"])
     assert cli.ENGINE_DEAD_MESSAGE == real["engine_dead"]["message"]
     health = ast.unparse(_function(_source(vllm_src, "entrypoints/serve/instrumentator/health.py"), "health"))
     assert "except EngineDeadError:\n        return Response(status_code=503)" in health

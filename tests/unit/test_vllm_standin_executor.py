@@ -80,8 +80,8 @@ def test_placement_is_one_gpu_per_rank_and_ranks_go_driver_node_first():
     ranks = executor.sort_bundles_driver_first(TWO, {0: "aaaa", 1: "ffff"},
                                                {"ffff": "192.168.100.1", "aaaa": "192.168.100.2"}, "ffff")
     assert ranks == [(1, "ffff", "192.168.100.1"), (0, "aaaa", "192.168.100.2")]
-    assert [executor.build_actor_name("abcde", r, 2, 1) for r in (0, 1)] == ["vllm_Worker_abcde_TP0",
-                                                                           "vllm_Worker_abcde_TP1"]
+    names = [executor.build_actor_name("abcde", r, 2, 1) for r in (0, 1)]
+    assert names == ["vllm_Worker_abcde_TP0", "vllm_Worker_abcde_TP1"]
     warnings = executor.verify_bundles_warnings({0: "head", 1: "worker"}, TWO, 2)
     assert len(warnings) == 2 and warnings[0].startswith("tensor_parallel_size=2 is bigger than a reserved number "
                                                          "of GPUs (1 GPUs) in a node head.")

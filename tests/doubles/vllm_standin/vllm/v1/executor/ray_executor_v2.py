@@ -116,7 +116,7 @@ def log_error(msg, where):
 
 def placement_group_specs(world_size, device_key=DEVICE_KEY):
     """initialize_ray_cluster's bundles: one device per rank (nothing pins the driver's node)."""
-    return [{device_key: 1.0} for _ in range(world_size)]
+    return [{device_key: 1.0} for _rank in range(world_size)]
 
 
 def pg_timeout_error(specs, timeout=PG_WAIT_TIMEOUT):
@@ -425,7 +425,7 @@ class RayExecutorV2:
         def monitor_workers():
             while not should_stop() and ray.is_initialized():
                 try:
-                    done, _ = ray.wait(run_refs, num_returns=1, timeout=MONITOR_WAIT_S)
+                    done, _pending = ray.wait(run_refs, num_returns=1, timeout=MONITOR_WAIT_S)
                 except Exception:  # pylint: disable=broad-except
                     log_error("RayWorkerMonitor: unexpected error, exiting monitor thread",
                               LOG_SITES["monitor_error"])
