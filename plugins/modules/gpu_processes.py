@@ -77,8 +77,8 @@ processes:
   returned: always
   type: list
   elements: dict
-  sample: [{"pid": 5120, "name": "ray::RayWorkerWrapper", "used_mib": 91420, "unit": "laguna-ray-worker.service",
-            "uid": 1000, "user": "spark", "cmdline": "ray::RayWorkerWrapper", "owned": true}]
+  sample: [{"pid": 5120, "name": "ray::RayWorkerProc.run", "used_mib": 91420, "unit": "laguna-ray-worker.service",
+            "uid": 1000, "user": "spark", "cmdline": "ray::RayWorkerProc.run", "owned": true}]
 foreign:
   description: The processes of RV(processes) outside O(allowed_units).
   returned: always

@@ -90,7 +90,7 @@ def test_compute_apps_query_has_the_recorded_shape(tmp_path):
     for text in (real, ours):
         assert text.endswith("\n") and all(COMPUTE_APP_LINE.match(line) for line in text.splitlines()), text
     # what the gpu_processes module reads from each
-    assert gpu_procs.parse(real) == [{"pid": 4242, "name": "ray::RayWorkerWrapper", "used_mib": 91419}]
+    assert gpu_procs.parse(real) == [{"pid": 4242, "name": "ray::RayWorkerProc.run", "used_mib": 91419}]
     assert [p["pid"] for p in gpu_procs.parse(ours)] == [holder.pid]
     assert with_units.endswith(" MiB\n") and gpu_procs.parse(with_units) == gpu_procs.parse(ours)
 

@@ -12,20 +12,35 @@
   joining (`ray start --address`), each without the token, with a wrong one,
   and (status, driver) with the right one from its file, as the collection's
   `ray` commands find it (RAY_AUTH_TOKEN_PATH).
+* The stand-in vLLM on that head (its raylet has the stand-in on PYTHONPATH,
+  a stand-in GPU device file and a node-local NCCL_IB_GID_INDEX): `vllm serve
+  --distributed-executor-backend ray` as the collection runs it, TP 1. Its rank
+  runs as `ray::RayWorkerProc.run` (the title Ray gives it, which the
+  nvidia-smi stand-in reports), gets the driver's environment less what the
+  node sets and what vLLM excludes; a SIGKILL of the rank ends the server with
+  503 and status 0; a node short of memory fails the start with vLLM's
+  message and status 1.
 """
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-from _conformance import run_in_venv
-from ansible_collections.laguna.spark.plugins.module_utils import ray_status
+from _conformance import ROOT, run_in_venv
+from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs, ray_status
+
+STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
+NVIDIA_SMI = os.path.join(ROOT, "tests", "doubles", "bin", "nvidia-smi")
 
 
 def _set(argv, flag, value):
@@ -132,6 +147,11 @@ def real_head(ray_bin, head):
     base.update(RAY_USAGE_STATS_ENABLED="0", RAY_memory_monitor_refresh_ms="0", HOME=temp)
     # As the collection's units run Ray: the mode in the environment, the token from the private file.
     server_env = dict(base, RAY_AUTH_MODE=head["ray"]["environment"]["RAY_AUTH_MODE"], RAY_AUTH_TOKEN=token)
+    # The stand-in vLLM for its ranks, this node's stand-in GPU and a value of its own.
+    device = os.path.join(temp, "nvidia0")
+    open(device, "w").close()
+    server_env.update(PYTHONPATH=STANDIN, LAGUNA_STANDIN_GPU_DEVICE=device,
+                      LAGUNA_STANDIN_STATE_DIR=os.path.join(temp, "state"), NCCL_IB_GID_INDEX="5")
     # As the collection's `ray` commands run (laguna_ray_client_env).
     client_env = dict(base, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=token_path)
     address = "127.0.0.1:%d" % port
@@ -176,6 +196,7 @@ def real_head(ray_bin, head):
         outcomes["join_no_token"] = _run(join, dict(base, HOME=join_temp), 90)
         outcomes["status_after"] = _run([ray_bin, "status", "--address", address], client_env, 60)
         shutil.rmtree(join_temp, ignore_errors=True)
+        outcomes["standin"] = _standin_on(python, address, client_env, temp, device)
         return outcomes
     finally:
         # End this head: its session is ours alone (start_new_session).
@@ -194,6 +215,149 @@ def real_head(ray_bin, head):
             pass
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _health(port):
+    try:
+        return urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=2).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
+
+
+def _serve(python, address, client_env, temp, log_name):
+    """The stand-in `vllm serve` on the head, as the collection runs it (TP 1 here): (process, port, log path)."""
+    model = os.path.join(temp, "model")
+    os.makedirs(model, exist_ok=True)
+    with open(os.path.join(model, "config.json"), "w") as handle:
+        handle.write("{}")
+    config = os.path.join(temp, "vllm-config")
+    os.makedirs(config, exist_ok=True)
+    with open(os.path.join(config, "ray_non_carry_over_env_vars.json"), "w") as handle:
+        json.dump(["LAGUNA_HEAD_ONLY"], handle)
+    env = dict(client_env, PYTHONPATH=STANDIN, RAY_ADDRESS=address, VLLM_CONFIG_ROOT=config,
+               NCCL_IB_GID_INDEX="3", NCCL_IB_HCA="rocep1s0f1", VLLM_HOST_IP="127.0.0.1", LAGUNA_HEAD_ONLY="1",
+               VLLM_API_KEY="standin-key")
+    port = _free_port()
+    path = os.path.join(temp, log_name)
+    with open(path, "w") as log:
+        proc = subprocess.Popen([python, "-m", "vllm.entrypoints.cli", "serve", model, "--served-model-name", "m",
+                                 "--distributed-executor-backend", "ray", "--tensor-parallel-size", "1",
+                                 "--enforce-eager", "--gpu-memory-utilization", "0.85",
+                                 "--kv-cache-memory-bytes", "5368709120", "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return proc, port, path
+
+
+def _end(proc, timeout):
+    """The process's status within timeout s, else "timeout" (its group killed)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _standin_on(python, address, client_env, temp, device):
+    """The stand-in vLLM on the real head: a rank killed while serving, then a start short of memory."""
+    out = {}
+    proc, port, log = _serve(python, address, client_env, temp, "standin.log")
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and _health(port) != 200:
+        time.sleep(0.5)
+    out["health_before"] = _health(port)
+    state = os.path.join(temp, "state", "rank-0.json")
+    if out["health_before"] == 200 and os.path.exists(state):
+        with open(state) as handle:
+            out["rank"] = json.load(handle)
+        out["state_mode"] = oct(os.stat(state).st_mode & 0o777)
+        pid = out["rank"]["pid"]
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            out["title"] = handle.read().split(b"\0")[0].decode().strip()
+        out["nvidia_smi"] = subprocess.run(
+            ["sh", NVIDIA_SMI, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits"],
+            env=dict(os.environ, LAGUNA_STANDIN_GPU_DEVICE=device), capture_output=True, text=True,
+            timeout=30, check=False).stdout
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)  # the rank dies, as when its raylet is killed
+        codes = []
+        while time.time() < killed + 60 and proc.poll() is None:
+            code = _health(port)
+            if code != 200 and code not in codes and code is not None:
+                codes.append(code)
+                out["unhealthy_after_s"] = time.time() - killed
+            time.sleep(0.2)
+        out["codes_after_kill"] = codes
+        out["rc"] = _end(proc, 30)
+        out["exit_after_s"] = time.time() - killed
+    else:
+        out["rc"] = _end(proc, 5)
+    out["log"] = open(log).read()
+    # A node short of memory: the stand-in GPU with 30 GiB more in use.
+    with open(device + ".memory", "w") as handle:
+        json.dump({"used_bytes": (11592 << 20) + (30 << 30)}, handle)
+    try:
+        proc, port, log = _serve(python, address, client_env, temp, "short.log")
+        out["short_rc"] = _end(proc, 120)
+        out["short_log"] = open(log).read()
+    finally:
+        os.unlink(device + ".memory")
+    return out
+
+
+@pytest.fixture(scope="module")
+def standin(real_head):
+    return real_head["standin"]
+
+
+def test_the_standin_rank_runs_as_ray_worker_proc_run(standin):
+    """Ray titles the rank's process ray::<class>.<method> while run() runs, which it does until it dies;
+    nvidia-smi (its stand-in) names the GPU's holder so."""
+    assert standin["health_before"] == 200, standin["log"][-3000:]
+    assert standin["title"] == "ray::RayWorkerProc.run"
+    held = gpu_procs.parse(standin["nvidia_smi"])
+    assert [(p["pid"], p["name"]) for p in held] == [(standin["rank"]["pid"], "ray::RayWorkerProc.run")]
+    assert standin["rank"]["actor_name"].startswith("vllm_Worker_") and standin["rank"]["rank"] == 0
+
+
+def test_the_standin_rank_gets_the_drivers_environment_less_the_nodes_own(standin):
+    environ = standin["rank"]["environ"]
+    assert environ["NCCL_IB_GID_INDEX"] == "5"  # the node's raylet has it: the node's value
+    assert environ["NCCL_IB_HCA"] == "rocep1s0f1"  # only the driver has it: the driver's
+    assert "LAGUNA_HEAD_ONLY" not in environ  # in ray_non_carry_over_env_vars.json
+    assert "VLLM_HOST_IP" not in environ  # worker-specific
+    assert environ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"] == "1"  # the actors' runtime_env
+    assert environ["VLLM_API_KEY"].startswith("<redacted sha256:") and standin["state_mode"] == "0o600"
+    assert "(RayWorkerProc pid=%d) INFO" % standin["rank"]["pid"] in standin["log"]
+    assert "] Initial free memory 110." in standin["log"] and "GiB, reserved 5.0 GiB memory for KV Cache" in standin["log"]
+
+
+def test_a_dead_rank_ends_the_standin_with_503_and_status_0(standin):
+    log = standin["log"]
+    assert "] RayWorkerProc rank=[0] died unexpectedly, shutting down executor." in log, log[-3000:]
+    assert "] EngineCore encountered a fatal error." in log and "RuntimeError: Executor failed." in log
+    assert standin["codes_after_kill"] == [503], standin["codes_after_kill"]
+    assert standin["rc"] == 0, log[-3000:]
+    assert "INFO:     Shutting down" in log and "INFO:     Finished server process [" in log
+    # Ray reports the death at once; the monitor's 5 s wait and the watchdog's 5 s bound the rest
+    assert standin["unhealthy_after_s"] < 10 and standin["exit_after_s"] < 15, standin
+
+
+def test_a_rank_short_of_memory_fails_the_start_as_vllm_does(standin):
+    log = standin["short_log"]
+    assert standin["short_rc"] == 1, log[-3000:]
+    assert "] EngineCore failed to start." in log and "ray::RayWorkerProc.initialize_worker()" in log
+    # 110.37 GiB less 30 GiB less the rank's own memory (its RSS, as nvidia-smi reports it)
+    assert re.search(r"ValueError: Free memory on device cuda:0 \(80\.[23]\d/121\.69 GiB\) on startup is less than "
+                     r"desired GPU memory utilization \(0\.85, 103\.44 GiB\)\. Decrease GPU memory utilization "
+                     r"or reduce GPU memory used by other processes\.", log), log[-3000:]
+    assert log.rstrip().endswith("RuntimeError: Engine core initialization failed. See root cause above. "
+                                 "Failed core proc(s): {'EngineCore': 1}")
 
 
 @pytest.fixture(scope="module")

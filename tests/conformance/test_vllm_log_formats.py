@@ -143,3 +143,34 @@ def test_standin_lines_have_vllms_shape(lines, capsys):
         # The message is exactly what vLLM renders for the recipe's values.
         assert prefix.sub("", line) == prefix.sub("", lines[key][0])
     assert vllm_log.parse(got)["kv_cache_tokens"] == 273095
+
+
+def test_the_standins_further_lines_leave_the_readers_answer_as_it_was(lines, capsys):
+    """The stand-in also writes vLLM's "Initial free memory ... reserved ... for KV Cache" line per rank
+    (behind Ray's "(RayWorkerProc pid=N, ip=X) " as the driver prints a rank's line) and the periodic
+    "SpecDecoding metrics: ..." line (both compared with vLLM's own by test_vllm_ray_executor.py):
+    they have vLLM's prefix, and vllm_log reads the same from a log that holds them."""
+    standin = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
+    sys.path.insert(0, standin)
+    try:
+        from vllm.entrypoints import cli
+    finally:
+        sys.path.remove(standin)
+    cli.log_kv_cache_reserved([{"pid": 4242, "ip": "192.168.100.1", "free_memory": 110 << 30},
+                               {"pid": 2121, "ip": "192.168.100.2", "free_memory": 109 << 30}],
+                              5368709120, driver_ip="192.168.100.1")
+    engine = cli.Engine("laguna-s-fp8", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144)
+    engine.speed.step_s = 0.0
+    list(engine.steps(30, "a prompt", 3))
+    engine.log_stats()
+    cli.log_kv_cache(5368709120, 262144)
+    cli.log_draft_kernel()
+    got = capsys.readouterr().err.splitlines()
+    assert len(got) == 6
+    prefix = re.compile(r"^(\(RayWorkerProc pid=\d+(, ip=[\d.]+)?\) )?INFO \d\d-\d\d \d\d:\d\d:\d\d \[[\w.]+\.py:\d+\] ")
+    assert all(prefix.match(line) for line in got), got
+    assert got[0].startswith("(RayWorkerProc pid=4242) INFO ") and got[1].startswith("(RayWorkerProc pid=2121, ip=")
+    assert "] SpecDecoding metrics: Mean acceptance length: " in got[2]
+    assert vllm_log.parse(got) == vllm_log.parse(got[3:]) == vllm_log.parse([lines[k][0] for k in
+                                                                             ("kv_tokens", "concurrency", "marlin")])
+    assert vllm_log.report(got)["lines"] == got[3:]

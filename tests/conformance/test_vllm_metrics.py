@@ -139,3 +139,23 @@ def test_both_views_of_the_one_parser_agree_on_real_vllm_output(real):
         assert counters[key] == totals[name], key
     assert [counters["per_position"][p] for p in sorted(counters["per_position"])] == \
         prometheus.spec_decode(totals)["accepted_tokens_per_position"]
+
+
+def _counters(text):
+    """{counter name: label names} of the `_total` samples of counters, and {name: label names} of `_created`."""
+    seen = families(text, "vllm:")
+    totals = {name[:-len("_total")]: labels for name, (kind, labels, _n) in seen.items()
+              if kind == "counter" and name.endswith("_total")}
+    created = {name[:-len("_created")]: labels for name, (kind, labels, _n) in seen.items()
+               if kind == "gauge" and name.endswith("_created")}
+    return totals, created
+
+
+def test_every_counter_has_its_created_series_as_in_vllm(real, standin_text):
+    """prometheus_client writes a `<name>_created` gauge beside each counter's `_total`, with the same
+    labels; vLLM's exposition has one for every counter, and so must the stand-in's."""
+    totals, created = _counters(real["text"])
+    assert "vllm:prompt_tokens" in totals and "vllm:spec_decode_num_drafts" in totals
+    assert {name: created.get(name) for name in totals} == totals
+    ours, ours_created = _counters(standin_text)
+    assert "vllm:prompt_tokens" in ours and {name: ours_created.get(name) for name in ours} == ours

@@ -120,6 +120,8 @@ def standin_vllm(tmp_path):
                 [sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--host", "127.0.0.1",
                  "--port", str(port), "--served-model-name", "laguna-s-fp8", "--enforce-eager",
                  "--distributed-executor-backend", "mp", "--max-model-len", "262144",
+                 # the collection's share (vLLM's default 0.92 fails the stand-in GPU's memory check)
+                 "--gpu-memory-utilization", "0.85",
                  "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 6}' % draft],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             procs.append(proc)

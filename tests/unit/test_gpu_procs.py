@@ -20,8 +20,8 @@ UNITS = ["laguna-ray-head", "laguna-ray-worker", "laguna-vllm"]
 
 
 def test_parse_reads_pid_name_and_memory_with_or_without_units():
-    assert gpu_procs.parse("5120, ray::RayWorkerWrapper, 91419\n") == [
-        {"pid": 5120, "name": "ray::RayWorkerWrapper", "used_mib": 91419}]
+    assert gpu_procs.parse("5120, ray::RayWorkerProc.run, 91419\n") == [
+        {"pid": 5120, "name": "ray::RayWorkerProc.run", "used_mib": 91419}]
     assert gpu_procs.parse("7, /usr/bin/python3, 1200 MiB\n8, python3 a, b.py, [N/A]\n") == [
         {"pid": 7, "name": "/usr/bin/python3", "used_mib": 1200},
         {"pid": 8, "name": "python3 a, b.py", "used_mib": None}]
@@ -38,7 +38,7 @@ def test_parse_refuses_a_line_it_does_not_understand():
 
 def test_classify_owns_what_the_cluster_units_run_and_nothing_else(tmp_path):
     base = "1:name=systemd:/user.slice/user-1000.slice/user@1000.service/app.slice/"
-    fake_proc(tmp_path, 11, ["ray::RayWorkerWrapper"], base + "laguna-ray-worker.service\n")
+    fake_proc(tmp_path, 11, ["ray::RayWorkerProc.run"], base + "laguna-ray-worker.service\n")
     fake_proc(tmp_path, 12, ["VLLM::EngineCore"], "0::/user.slice/user-1000.slice/user@1000.service/"
                                                   "app.slice/laguna-vllm.service\n")
     fake_proc(tmp_path, 13, ["python3", "train.py"], "0::/user.slice/user-1001.slice/session-4.scope\n")

@@ -15,7 +15,7 @@ from helpers import ROOT
 
 LINES = [
     "INFO 05-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens",
-    "(RayWorkerWrapper pid=1) INFO [compressed_tensors_wNa16.py:137] Using MarlinLinearKernel for CompressedTensorsWNA16",
+    "(RayWorkerProc pid=1) INFO [compressed_tensors_wNa16.py:137] Using MarlinLinearKernel for CompressedTensorsWNA16",
     "INFO 05-01 10:09:00 [kv_cache_utils.py:2146] GPU KV cache size: 273,095 tokens",
     "INFO 05-01 10:09:00 [kv_cache_utils.py:2148] Maximum concurrency for 262,144 tokens per request: 1.04x",
     "INFO Using the default sampler",

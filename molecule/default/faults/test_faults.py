@@ -255,7 +255,7 @@ def test_a_gpu_held_by_a_process_outside_ray_is_refused_naming_it():
         assert "The GPU of laguna-worker is held by PID %s (python3 -c import fcntl, time;" % pid in out, out[-3000:]
         assert "kill %s" % pid in out and "vllm_serve_foreign_gpu_processes: warn" in out
         # the stand-in vLLM's TP ranks hold the GPU from the raylets' units: not foreign
-        assert "name: ray::RayWorkerWrapper owned: true" in out and "unit: laguna-ray-worker.service" in out, out
+        assert "name: ray::RayWorkerProc.run owned: true" in out and "unit: laguna-ray-worker.service" in out, out
         assert vllm_pid() == before and seconds < 300
         rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
         assert rc != 0 and "The GPU of laguna-worker is held by PID %s" % pid in out, out[-3000:]

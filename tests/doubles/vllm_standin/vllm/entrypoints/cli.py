@@ -6,12 +6,24 @@ What it does like vLLM, because the collection depends on it:
   * loads the DFlash draft through vllm.model_executor.models.laguna_dflash
     with a W4A16-style quant config that has no get_cache_scale, so an
     unpatched install dies with the real AttributeError;
-  * with --distributed-executor-backend ray, joins the Ray cluster and
-    reserves one GPU bundle per tensor-parallel rank in a placement group,
-    logging vLLM's "Waiting for creating a placement group" until it fits,
-    and starts one RayWorkerWrapper actor per bundle (vLLM's TP ranks, run by
-    each node's raylet) that holds the node's GPU: a flock on the stand-in
-    device file, whose holders the nvidia-smi stand-in reports;
+  * with --distributed-executor-backend ray, vLLM 0.25.1's RayExecutorV2
+    (vllm/v1/executor/ray_executor_v2.py here): a PACK placement group of one
+    GPU bundle per rank, the doubling wait that gives up after 1800 s, the
+    ranks driver's node first, one RayWorkerProc actor per rank (run by each
+    node's raylet) that gets the `vllm serve` environment the node lacks,
+    holds the node's GPU (a flock on the stand-in device file, whose holders
+    the nvidia-smi stand-in reports) and runs vLLM's start-up memory check
+    (vllm/v1/worker/gpu_worker.py here);
+  * when a rank dies (its raylet killed), what vLLM does: the worker monitor
+    shuts the executor down, the engine is dead, /health answers 503, the
+    API server's watchdog stops the server within 5 s and the process exits
+    with status 0 (VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1 keeps it up);
+  * a failed start (the placement group never ready, a rank short of
+    memory) ends as vLLM's does: "EngineCore failed to start.", the cause,
+    "Engine core initialization failed. ..." and exit status 1;
+  * vLLM's log lines the collection and its tests read: the KV pool, the
+    draft's kernel, "Initial free memory ... reserved ... for KV Cache" per
+    rank and the periodic "SpecDecoding metrics: ..." line;
   * serves /v1/models, /v1/chat/completions (also streaming, with usage),
     /v1/completions, /health and /metrics with the spec-decode counters;
   * an API key as vLLM 0.25.1 takes it: `--api-key` declared as vLLM's
@@ -42,12 +54,44 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 from vllm.entrypoints import speed_model
+from vllm.v1.spec_decode.metrics import SpecDecodingLogging, log_stats_interval
+from vllm.v1.worker import gpu_worker
 
 
-def log(msg, where="standin.py:1"):
+def log(msg, where="standin.py:1", level="INFO"):
     """A log line in vLLM's format: "INFO 12-03 06:43:10 [file.py:line] message"."""
-    sys.stderr.write("INFO %s [%s] %s\n" % (time.strftime("%m-%d %H:%M:%S"), where, msg))
+    sys.stderr.write("%s %s [%s] %s\n" % (level, time.strftime("%m-%d %H:%M:%S"), where, msg))
     sys.stderr.flush()
+
+
+def say(text):
+    """Lines as they are (a traceback's, uvicorn's)."""
+    sys.stderr.write(text.rstrip("\n") + "\n")
+    sys.stderr.flush()
+
+
+# Where vLLM logs the lines below: "<file>:<line of the logger call>" (checked by
+# tests/conformance/test_vllm_ray_executor.py).
+LOG_SITES = {
+    "engine_failed_to_start": "core.py:1231",
+    "engine_fatal": "core.py:1233",
+    "output_handler_failed": "async_llm.py:704",
+    "kv_cache_reserved": "gpu_worker.py:459",
+    "spec_decoding": "metrics.py:120",
+}
+# vllm/v1/engine/exceptions.py EngineDeadError's message; core.py's EXECUTOR_FAILED error.
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+EXECUTOR_FAILED = "Executor failed."
+# What the API server answers a request once the engine is dead (create_error_response(EngineDeadError())).
+ENGINE_DEAD_RESPONSE = (500, {"error": {"message": ENGINE_DEAD_MESSAGE, "type": "InternalServerError",
+                                        "param": None, "code": 500}})
+# entrypoints/launcher.py watchdog_loop: VLLM_WATCHDOG_TIME_S.
+WATCHDOG_TIME_S = 5.0
+# uvicorn's lines as the server stops (uvicorn/server.py, uvicorn/lifespan/on.py).
+UVICORN_SHUTDOWN = ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
+                    "INFO:     Application shutdown complete.", "INFO:     Finished server process [%d]")
+ENGINE_INIT_FAILED = ("RuntimeError: Engine core initialization failed. See root cause above. "
+                      "Failed core proc(s): {'EngineCore': 1}")
 
 
 # What the recipe's run logs: a 273,095-token KV pool from 5 GiB per rank, 1.04x
@@ -155,54 +199,53 @@ def load_draft(spec):
     log("Loaded DFlash draft %s (%d speculative tokens)" % (spec["model"], spec["num_speculative_tokens"]))
 
 
-def reserve_gpus(tp_size):
+def worker_log_prefix(rank, driver_ip):
+    """Ray's prefix on a line a rank logs, as the driver prints it: "(RayWorkerProc pid=N, ip=X) "
+    (no ip on the driver's node; ray/_private/worker.py print_worker_logs)."""
+    ip = "" if rank["ip"] == driver_ip else ", ip=%s" % rank["ip"]
+    return "(RayWorkerProc pid=%d%s) " % (rank["pid"], ip)
+
+
+def log_kv_cache_reserved(ranks, kv_cache_memory_bytes, driver_ip=None):
+    """Each rank's "Initial free memory ... reserved ... for KV Cache" line (with --kv-cache-memory-bytes)."""
+    if not kv_cache_memory_bytes:
+        return
+    for rank in ranks:
+        prefix = worker_log_prefix(rank, driver_ip) if "pid" in rank else ""
+        say(prefix + "INFO %s [%s] %s" % (time.strftime("%m-%d %H:%M:%S"), LOG_SITES["kv_cache_reserved"],
+                                          gpu_worker.kv_cache_reserved_message(rank["free_memory"],
+                                                                               kv_cache_memory_bytes)))
+
+
+def start_ray_executor(args, gpu_memory_utilization):
+    """RayExecutorV2 started: (executor, what each rank reported, the driver's ip)."""
     import ray
-    from ray.util.placement_group import placement_group
-    ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
-    log("Connected to Ray cluster: %s" % ray.cluster_resources())
-    group = placement_group([{"GPU": 1.0}] * tp_size, strategy="PACK" if tp_size == 1 else "SPREAD")
-    waited = 0
-    while True:
-        ready, _pending = ray.wait([group.ready()], timeout=10)
-        if ready:
-            break
-        waited += 10
-        log("Waiting for creating a placement group of specs for %d seconds. specs=%s. "
-            "Check `ray status` and `ray list nodes` to see if you have enough resources, "
-            "and make sure the IP addresses used by ray cluster are the same as "
-            "VLLM_HOST_IP environment variable specified in each node if you are "
-            "running on a multi-node." % (waited, [{"GPU": 1.0}] * tp_size))
-    log("Placement group ready: %d GPU bundle(s)" % tp_size)
-    WORKERS.extend(start_workers(group, tp_size))
-    return group
+    from vllm.v1.executor.ray_executor_v2 import RayExecutorV2
+    executor = RayExecutorV2(args.tensor_parallel_size * args.pipeline_parallel_size, args.tensor_parallel_size,
+                             args.pipeline_parallel_size, gpu_memory_utilization)
+    ranks = executor.start()
+    driver_ip = ray.util.get_node_ip_address()
+    for number, rank in enumerate(ranks):
+        log("Worker rank %d on %s: pid %d%s; its environment: %s" % (
+            number, rank["ip"], rank["pid"], ", holds the GPU" if rank["holds_gpu"] else "", rank["state"]))
+    return executor, ranks, driver_ip
 
 
-WORKERS = []  # the actors live as long as this process, like vLLM's workers
-GPU_DEVICE = os.environ.get("LAGUNA_STANDIN_GPU_DEVICE", "/opt/laguna-standin/dev/nvidia0")
+def check_local_memory(gpu_memory_utilization):
+    """The memory check of a rank of the mp/uni backends, on this node: [its figures]."""
+    snap = gpu_worker.snapshot()
+    gpu_worker.request_memory(snap, gpu_memory_utilization)
+    return [{"free_memory": snap["free_memory"], "total_memory": snap["total_memory"]}]
 
 
-def start_workers(group, tp_size):
-    """One actor per bundle, named like vLLM's, holding the stand-in GPU (a flock: its CUDA context)."""
-    import ray
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    # vLLM's own options: the bundle holds only the GPU.
-    @ray.remote(num_cpus=0, num_gpus=1)
-    class RayWorkerWrapper:
-        def __init__(self, device):
-            import fcntl
-            self.gpu = open(device, "rb") if os.path.exists(device) else None
-            if self.gpu:
-                fcntl.flock(self.gpu, fcntl.LOCK_SH)
-
-        def node(self):
-            return ray.util.get_node_ip_address(), os.getpid(), self.gpu is not None
-
-    workers = [RayWorkerWrapper.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-        placement_group=group, placement_group_bundle_index=rank)).remote(GPU_DEVICE) for rank in range(tp_size)]
-    for rank, (ip, pid, holds) in enumerate(ray.get([w.node.remote() for w in workers], timeout=120)):
-        log("Worker rank %d on %s: pid %d%s" % (rank, ip, pid, ", holds the GPU" if holds else ""))
-    return workers
+def engine_failed_to_start(exc):
+    """vLLM's end of a failed start: EngineCore's error and its cause, the API server's, status 1."""
+    log("EngineCore failed to start.", LOG_SITES["engine_failed_to_start"], "ERROR")
+    say("Traceback (most recent call last):")
+    text = str(exc)
+    name = type(exc).__name__
+    say(text if text.startswith(("ray::", name)) else "%s: %s" % (name, text))
+    raise SystemExit(ENGINE_INIT_FAILED)
 
 
 class Engine:
@@ -217,6 +260,27 @@ class Engine:
         # Timing and acceptance come from the speed model (speed_model.py).
         self.speed = speed_model.SpeedModel(self.spec["num_speculative_tokens"] if self.spec else 0)
         self.counters["accepted_per_pos"] = [0] * self.speed.k
+        self.spec_logging = SpecDecodingLogging()
+        self.dead = False
+
+    @property
+    def errored(self):
+        """AsyncLLM.errored: the engine core is dead."""
+        return self.dead
+
+    def executor_failed(self):
+        """The executor's failure callback: EngineCore raises and dies, the output handler with it."""
+        log("EngineCore encountered a fatal error.", LOG_SITES["engine_fatal"], "ERROR")
+        say("Traceback (most recent call last):\nRuntimeError: %s" % EXECUTOR_FAILED)
+        log("AsyncLLM output_handler failed.", LOG_SITES["output_handler_failed"], "ERROR")
+        say("Traceback (most recent call last):\nvllm.v1.engine.exceptions.EngineDeadError: %s" % ENGINE_DEAD_MESSAGE)
+        self.dead = True
+
+    def log_stats(self):
+        """do_log_stats(): the "SpecDecoding metrics" line when drafts ran since the last one."""
+        message = self.spec_logging.message()
+        if message:
+            log(message, LOG_SITES["spec_decoding"])
 
     def steps(self, max_tokens, prompt="", prompt_tokens=0):
         """Token groups as the target would emit them: the prefill's, then one per step."""
@@ -232,6 +296,7 @@ class Engine:
                     self.counters["accepted"] += accepted
                     for pos in range(accepted):
                         self.counters["accepted_per_pos"][pos] += 1
+                    self.spec_logging.observe(1, k, accepted, [1 if pos < accepted else 0 for pos in range(k)])
                 self.counters["generation"] += len(group)
             yield group
 
@@ -256,7 +321,7 @@ class Engine:
             family(name + "_total", "counter", doc, values)
             family(name + "_created", "gauge", doc, [(extra, self.started) for extra, _value in values])
 
-        family("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", [({}, c["prompt"])])
+        counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt"])])
         counter("vllm:generation_tokens", "Number of generation tokens processed.", [({}, c["generation"])])
         if self.spec:
             counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", [({}, c["drafts"])])
@@ -273,8 +338,10 @@ class Engine:
         return self._started
 
 
-def handler_for(engine, api_tokens=()):
-    """The request handler; api_tokens: the keys of api_key_tokens() (none: no key needed)."""
+def handler_for(engine, api_tokens=(), terminate_if_errored=None):
+    """The request handler; api_tokens: the keys of api_key_tokens() (none: no key needed);
+    terminate_if_errored: called when a request finds the engine dead (vLLM's
+    engine_error_handler stops the server at once then)."""
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -302,7 +369,8 @@ def handler_for(engine, api_tokens=()):
             if not self.admitted():
                 return
             if self.path == "/health":
-                self.send(200, "", "text/plain")
+                # vLLM's health(): 503 once the engine core is dead
+                self.send(503 if engine.errored else 200, "", "text/plain")
             elif self.path == "/v1/models":
                 self.send(200, {"object": "list", "data": [{
                     "id": engine.name, "object": "model", "owned_by": "vllm",
@@ -328,6 +396,10 @@ def handler_for(engine, api_tokens=()):
                 return self.send(404, {"error": "not found"})
             if req.get("model") not in (None, engine.name):
                 return self.send(404, {"error": {"message": "The model `%s` does not exist." % req.get("model")}})
+            if engine.errored:
+                if terminate_if_errored:
+                    terminate_if_errored()
+                return self.send(*ENGINE_DEAD_RESPONSE)
             chat = self.path.endswith("chat/completions")
             prompt = speed_model.prompt_text(req, chat)
             prompt_tokens = len(speed_model.prompt_ids(req, chat))
@@ -378,9 +450,52 @@ def handler_for(engine, api_tokens=()):
     return Handler
 
 
+class ApiServer:
+    """The HTTP server and vLLM's watchdog (entrypoints/launcher.py): every WATCHDOG_TIME_S
+    seconds terminate_if_errored() stops the server once the engine is dead, unless
+    VLLM_KEEP_ALIVE_ON_ENGINE_DEATH is set; serve() then returns, and so does `vllm serve`."""
+
+    def __init__(self, engine, host, port, api_tokens=(), environ=None):
+        environ = os.environ if environ is None else environ
+        self.engine = engine
+        self.keep_alive = bool(int(environ.get("VLLM_KEEP_ALIVE_ON_ENGINE_DEATH", "0")))
+        self.should_exit = threading.Event()
+        self.server = ThreadingHTTPServer((host, port), handler_for(engine, api_tokens, self.terminate_if_errored))
+        self.server.daemon_threads = True
+
+    def terminate_if_errored(self):
+        if not self.keep_alive and self.engine.errored and not self.should_exit.is_set():
+            self.should_exit.set()
+            threading.Thread(target=self.server.shutdown, daemon=True).start()
+
+    def watchdog_loop(self, period=WATCHDOG_TIME_S):
+        while not self.should_exit.wait(period):
+            self.terminate_if_errored()
+
+    def serve(self):
+        threading.Thread(target=self.watchdog_loop, daemon=True, name="watchdog").start()
+        self.server.serve_forever()
+        self.should_exit.set()
+        self.server.server_close()
+        for line in UVICORN_SHUTDOWN[:3]:
+            say(line)
+        say(UVICORN_SHUTDOWN[3] % os.getpid())
+
+
+def stats_loop(engine, interval):
+    while True:
+        time.sleep(interval)
+        engine.log_stats()
+
+
 def serve(args):
     if not os.path.isdir(args.model) or not os.path.isfile(os.path.join(args.model, "config.json")):
         raise SystemExit("ERROR: model %s has no config.json: is it staged?" % args.model)
+    utilization = args.gpu_memory_utilization
+    if utilization is None:
+        utilization = gpu_worker.DEFAULT_GPU_MEMORY_UTILIZATION
+    if not 0 < utilization <= 1:  # CacheConfig: Field(gt=0, le=1)
+        raise SystemExit("ERROR: gpu_memory_utilization %s: it must be > 0 and <= 1" % utilization)
     spec = None
     if args.speculative_config:
         spec = json.loads(args.speculative_config)
@@ -388,15 +503,25 @@ def serve(args):
             raise SystemExit("ERROR: speculative config %s: need method dflash and a staged draft" % spec)
         load_draft(spec)
         log_draft_kernel()
-    if args.distributed_executor_backend == "ray":
-        reserve_gpus(args.tensor_parallel_size * args.pipeline_parallel_size)
     engine = Engine(args.served_model_name or args.model, spec, args.max_model_len)
+    executor, driver_ip = None, None
+    try:
+        if args.distributed_executor_backend == "ray":
+            executor, ranks, driver_ip = start_ray_executor(args, utilization)
+        else:
+            ranks = check_local_memory(utilization)
+    except Exception as exc:  # pylint: disable=broad-except
+        engine_failed_to_start(exc)
+    if executor is not None:
+        executor.register_failure_callback(engine.executor_failed)
+    log_kv_cache_reserved(ranks, args.kv_cache_memory_bytes, driver_ip)
     log_kv_cache(args.kv_cache_memory_bytes, args.max_model_len)
-    tokens = api_key_tokens(args.api_key)
-    server = ThreadingHTTPServer((args.host, args.port), handler_for(engine, tokens))
-    server.daemon_threads = True
+    server = ApiServer(engine, args.host, args.port, api_key_tokens(args.api_key))
+    threading.Thread(target=stats_loop, args=(engine, log_stats_interval()), daemon=True, name="stats").start()
     log("Starting vLLM API server on http://%s:%d" % (args.host, args.port))
-    server.serve_forever()
+    server.serve()
+    if executor is not None:
+        executor.shutdown()
 
 
 def main(argv=None):
