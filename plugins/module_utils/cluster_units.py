@@ -8,6 +8,19 @@ through the collection's filters (plugins/filter): each role's render task
 passes its variables as one dict and gets the command line, environment and
 unit properties back; the main tasks ask whether a service is started or
 restarted.
+
+The environment rule. vLLM 0.25.1's Ray executor (RayExecutorV2) gives each
+of its worker actors every variable of the ``vllm serve`` process but a few
+(``get_driver_env_vars``: minus ``WORKER_SPECIFIC_ENV_VARS`` such as
+VLLM_HOST_IP, and ``ray_non_carry_over_env_vars.json``), applied with
+``os.environ.setdefault``: a variable the actor already has, from the raylet
+of its own node (Ray's workers inherit the raylet's environment), is kept;
+any other is taken from the head. So a value that belongs to one node must
+either be set on every node's raylet or stay out of vLLM's environment.
+fabric_environment sets NODE_KEYS on every node; the variables whose presence
+depends on the node (the GID policy's NCCL_IB_GID_INDEX or
+NCCL_IB_ADDR_RANGE, and whatever one node's fabric_env_extra adds) stay on
+the raylets, out of vLLM's unit (vllm_serve_environment).
 """
 
 from __future__ import annotations
@@ -17,6 +30,15 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+# What fabric_environment sets on every node, whatever its GID policy.
+FABRIC_KEYS = ("NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "VLLM_HOST_IP", "CUDA_HOME",
+               "RAY_memory_monitor_refresh_ms", "PATH")
+# The twins of the cabled port: rdma_netdev_info's nccl_env names them on every node.
+HCA_KEY = "NCCL_IB_HCA"
+# Set by every node's raylet, so each of vLLM's ranks keeps its own node's value.
+NODE_KEYS = FABRIC_KEYS + (HCA_KEY,)
+# Set on a node only when its GID policy needs them (fabric.choose_gid_policy).
+GID_POLICY_KEYS = ("NCCL_IB_GID_INDEX", "NCCL_IB_ADDR_RANGE")
 # The variable a persistent raylet resolves anew at each start (roce_gid's start_env_script).
 START_ENV_KEY = "NCCL_IB_GID_INDEX"
 
@@ -58,6 +80,14 @@ def fabric_environment(settings):
         "PATH": ":".join(str(p) for p in list(settings["path_prepend"]) + [settings["path_base"]]),
     }
     return _merged(env, settings.get("nccl_env"), settings.get("extra"))
+
+
+def vllm_fabric_environment(fabric_env):
+    """The part of the head's fabric environment that vLLM's unit carries:
+    NODE_KEYS only, which every node's raylet sets itself (so vLLM's
+    setdefault never fills them on another node). The GID policy's
+    variables and fabric_env_extra's own keys stay on the raylets."""
+    return dict((key, fabric_env[key]) for key in NODE_KEYS if key in fabric_env)
 
 
 def raylet_unit(settings):
@@ -135,7 +165,7 @@ def vllm_serve_unit(settings):
     max_model_len, gpu_memory_utilization, kv_cache_memory_bytes,
     max_num_seqs, max_num_batched_tokens, trust_remote_code, speculative,
     speculative_method, draft_path, num_speculative_tokens,
-    speculative_extra, host, port, extra_args, fabric_env,
+    speculative_extra, host, port, extra_args, fabric_env (the head's),
     ray_address, ray_auth, persistent, raylets (vllm_serve's raylets.yml
     results, or None), environment (vllm_serve_environment), memory_max,
     memory_swap_max, stop_timeout, kill_mode, extra_properties."""
@@ -160,7 +190,7 @@ def vllm_serve_unit(settings):
     # The Ray token and the API key are not here: the unit reads them from
     # its private file (vllm_serve_secret_environment).
     environment = _merged(
-        s["fabric_env"],
+        vllm_fabric_environment(s["fabric_env"]),
         {"RAY_ADDRESS": s["ray_address"]},
         {"RAY_AUTH_MODE": "token"} if _bool(s["ray_auth"]) else {},
         # The raylets' invocation ids, not for a persistent unit, which the

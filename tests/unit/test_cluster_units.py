@@ -1,11 +1,23 @@
-"""What the raylets and vllm serve run (cluster_units and its filters), and when a run restarts them."""
+"""What the raylets and vllm serve run (cluster_units and its filters), and when a run restarts them.
+
+The environment tests replay what vLLM 0.25.1 does with the ``vllm serve``
+process's environment (RayExecutorV2: every variable but
+WORKER_SPECIFIC_ENV_VARS, applied with os.environ.setdefault in each worker
+actor, which inherits its own node's raylet environment);
+tests/conformance/test_vllm_rank_environment.py checks that replay against
+vLLM's own code and the rendered roles.
+"""
 
 import json
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import cluster_units as cu
+from ansible_collections.laguna.spark.plugins.modules import rdma_netdev_info
 from helpers.filters import run_filters
+from helpers.sysfs import spark
+from helpers.vllm_env import rank_environment
+
 
 HCA = "=rocep1s0f1:1,roceP2p1s0f1:1"
 
@@ -50,6 +62,21 @@ def serve_settings(**over):
 
 # --- the fabric environment ------------------------------------------------------
 
+@pytest.mark.parametrize("policy, extra", [("nccl", None), ("pinned", None), ("range", "10.0.0.7")])
+def test_every_node_sets_the_node_keys_and_the_gid_policy_sets_only_its_own(tmp_path, run_module, policy, extra):
+    # The fabric role's real nccl_env for each GID policy (rdma_netdev_info on a fake Spark).
+    ib, net = spark(tmp_path, extra=extra)
+    info = run_module(rdma_netdev_info, dict(sysfs_infiniband=ib, sysfs_net=net, address="192.168.100.1",
+                                             hca_hint="rocep1s0f1", gid_policy="auto" if extra else policy))
+    assert not info.failed and info["gid_policy"] == policy, info
+    env = fabric(nccl_env=info["nccl_env"])
+    assert set(cu.NODE_KEYS) <= set(env)
+    assert set(env) - set(cu.NODE_KEYS) <= set(cu.GID_POLICY_KEYS)
+    assert not set(cu.GID_POLICY_KEYS) & set(cu.NODE_KEYS)
+    assert (set(env) - set(cu.NODE_KEYS)) == {"nccl": set(), "pinned": {"NCCL_IB_GID_INDEX"},
+                                              "range": {"NCCL_IB_ADDR_RANGE"}}[policy]
+
+
 def test_the_fabric_environment_as_the_recipe_sets_it():
     env = fabric(extra={"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "enp1s0f0np0"})
     assert env == {
@@ -60,6 +87,46 @@ def test_the_fabric_environment_as_the_recipe_sets_it():
     assert cu.fabric_environment({
         "roce_ifname": "e", "roce_ip": "1.2.3.4", "cuda_home": "/c", "memory_monitor_refresh_ms": 5,
         "path_prepend": [], "path_base": "/bin"})["RAY_memory_monitor_refresh_ms"] == "5"
+
+
+# --- vLLM's environment never carries one node's value to another --------------
+
+def nodes(head_policy_env, worker_policy_env, head_extra=None, worker_extra=None):
+    head = fabric("192.168.100.1", head_policy_env, head_extra)
+    worker = fabric("192.168.100.2", worker_policy_env, worker_extra, ifname="enP2p1s0f1np1")
+    return head, worker
+
+
+@pytest.mark.parametrize("head_env, worker_env", [
+    ({"NCCL_IB_GID_INDEX": "3"}, {"NCCL_IB_ADDR_RANGE": "192.168.100.0/23"}),
+    ({"NCCL_IB_ADDR_RANGE": "192.168.100.0/23"}, {}),
+    ({"NCCL_IB_GID_INDEX": "3"}, {"NCCL_IB_GID_INDEX": "5"}),
+    ({}, {"NCCL_IB_GID_INDEX": "5"}),
+])
+def test_each_rank_has_its_own_nodes_fabric_values_whatever_the_gid_policies(head_env, worker_env):
+    head, worker = nodes(head_env, worker_env, head_extra={"NCCL_HEAD_ONLY": "1"},
+                         worker_extra={"NCCL_WORKER_ONLY": "2"})
+    serve = cu.vllm_serve_unit(serve_settings(fabric_env=head))["environment"]
+    for raylet in (head, worker):
+        rank = rank_environment(serve, raylet)
+        for key in set(head) | set(worker):
+            assert rank.get(key) == raylet.get(key), key
+    # What the head's vLLM unit does carry to a worker's rank is the cluster's, not a node's.
+    filled = set(rank_environment(serve, worker)) - set(worker)
+    assert filled == {"RAY_ADDRESS", "RAY_AUTH_MODE", "LAGUNA_RAYLETS"}
+
+
+def test_without_the_rule_the_heads_index_would_reach_the_worker():
+    # The replay can fail: the head's whole fabric environment in vLLM's unit
+    # (as before) gives the worker's rank the head's pinned index.
+    head, worker = nodes({"NCCL_IB_GID_INDEX": "3"}, {"NCCL_IB_ADDR_RANGE": "192.168.100.0/23"})
+    assert rank_environment(dict(head), worker)["NCCL_IB_GID_INDEX"] == "3"
+
+
+def test_vllm_keeps_the_node_keys_with_the_heads_overrides():
+    head = fabric(nccl_env={"NCCL_IB_GID_INDEX": "3"}, extra={"NCCL_SOCKET_IFNAME": "x", "NCCL_DEBUG": "INFO"})
+    env = cu.vllm_fabric_environment(head)
+    assert sorted(env) == sorted(cu.NODE_KEYS) and env["NCCL_SOCKET_IFNAME"] == "x"
 
 
 # --- the raylet --------------------------------------------------------------------
