@@ -208,6 +208,8 @@ BOUNDS = {
     "ray_cluster_memory_swap_max": Bound(fmt="memory"),
     "ray_cluster_extra_properties": Bound(keys="property"),
     "ray_cluster_drain_timeout": Bound(min=0, max=3600),
+    "ray_cluster_start_limit_interval": Bound(min=1, max=86400),
+    "ray_cluster_start_limit_burst": Bound(min=1, max=1000),
     "ray_cluster_environment": Bound(keys="envname"),
     "ray_cluster_expected_nodes": COUNT,
     "ray_cluster_expected_gpus": COUNT,
@@ -283,6 +285,8 @@ BOUNDS = {
     "vllm_serve_request_timeout": SECONDS,
     "vllm_serve_ray_status_timeout": SECONDS,
     "vllm_serve_gpu_free_wait": Bound(min=0, max=600),
+    "vllm_serve_start_limit_interval": Bound(min=1, max=86400),
+    "vllm_serve_start_limit_burst": Bound(min=1, max=1000),
     "vllm_serve_foreign_gpu_processes": ANY,  # choices in the spec
     "vllm_serve_smoke_prompt": Bound(fmt="text"),
     "vllm_serve_smoke_expect": ANY,  # "" accepts any answer
@@ -509,6 +513,18 @@ def check_relations(coerced, nodes=None):
             continue
         if h is not None and t is not None and h > t:
             problems.append("ray_cluster_memory_high=%s is above %s=%s." % (high, cap, top))
+    restart_sec = coerced.get("laguna_restart_sec")
+    for role in ("ray_cluster", "vllm_serve"):
+        # systemd waits laguna_restart_sec before each restart: a window no
+        # longer than burst - 1 of those never holds burst starts, so a crash
+        # loop of a persistent unit would never end.
+        interval = coerced.get(role + "_start_limit_interval")
+        burst = coerced.get(role + "_start_limit_burst")
+        if restart_sec and interval and burst and interval <= (burst - 1) * restart_sec:
+            problems.append(
+                "%s_start_limit_interval=%s is not longer than (%s_start_limit_burst=%s - 1) x laguna_restart_sec=%s "
+                "= %d s: systemd would restart a persistent unit that keeps failing forever. Raise the interval or "
+                "lower the burst." % (role, interval, role, burst, restart_sec, (burst - 1) * restart_sec))
     poll, timeout = coerced.get("staging_progress_interval"), coerced.get("staging_download_timeout")
     if poll and timeout and poll > timeout:
         problems.append("staging_progress_interval=%s is longer than staging_download_timeout=%s." % (poll, timeout))

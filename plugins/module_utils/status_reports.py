@@ -48,15 +48,16 @@ def staging(scans, head_scans=None, is_head=True, head_host=""):
 
 def gone(units, persistent, tags="ray_cluster,vllm_serve"):
     """The sentence for units that are not loaded at all (``units``: "unit on
-    host" strings): transient units vanish with a node restart, a teardown or
-    a stop; persistent ones only when their file is gone."""
+    host" strings): transient units vanish with a node restart, a teardown, a
+    stop or an exit with status 0; persistent ones only when their file is gone."""
     if not units:
         return []
     if persistent:
         return ["%s: no unit file is loaded (laguna_persistent_units is on). Run "
                 "`ansible-playbook site.yml --tags %s` to install and start it again." % (", ".join(units), tags)]
     return ["%s: gone (not loaded). The services are transient units (laguna_persistent_units: false), which do "
-            "not outlive a restart of the node, a teardown or a stop. Bring them back with "
+            "not outlive a restart of the node, a teardown, a stop or a clean exit (vLLM exits with status 0 when "
+            "one of its Ray workers dies, as with a raylet's crash), and systemd does not restart. Bring them back with "
             "`ansible-playbook site.yml --tags %s`, or set laguna_persistent_units: true so that they come back "
             "by themselves after a restart." % (", ".join(units), tags)]
 

@@ -152,14 +152,26 @@ def unit_assignment(key, value):
     return '"%s"' % _specifiers(text).replace("\\", "\\\\").replace('"', '\\"')
 
 
+RESTART_POLICIES = ("always", "on-failure")
+
+
 def unit_file(description_text, command, environment=None, properties=None, working_directory=None,
               after=(), restart_sec=10, start_limit_interval=600, start_limit_burst=20,
-              start_env=None, secret_env_file=None):
+              start_env=None, secret_env_file=None, restart="always"):
     """The text of a persistent user unit: enabled in default.target, so the
-    user manager (lingering) starts it at boot; Restart=on-failure. With
-    ``start_env`` (script path, env file path) the script runs as
+    user manager (lingering) starts it at boot.
+
+    ``restart`` is its Restart=: ``always`` starts it again after any exit
+    that was not a requested stop (`systemctl stop`, a stop job of the
+    unit), including a clean one: real vLLM exits with status 0 when one of
+    its Ray workers dies. The start limit (StartLimitBurst= starts within
+    StartLimitIntervalSec=) bounds a crash loop: the unit then ends failed.
+
+    With ``start_env`` (script path, env file path) the script runs as
     ExecStartPre and writes the env file that the main process reads, so
     values such as the RoCE GID index are resolved anew at each start."""
+    if restart not in RESTART_POLICIES:
+        raise ValueError("Restart=%s is not one of %s" % (restart, ", ".join(RESTART_POLICIES)))
     lines = ["[Unit]", "Description=%s" % _specifiers(description_text)]
     if after:
         lines += ["Wants=%s" % " ".join(after), "After=%s" % " ".join(after)]
@@ -176,7 +188,7 @@ def unit_file(description_text, command, environment=None, properties=None, work
     if secret_env_file:
         lines.append("EnvironmentFile=%s" % _specifiers(secret_env_file))
     lines.append("ExecStart=%s" % " ".join(unit_word(part) for part in command))
-    lines += ["Restart=on-failure", "RestartSec=%d" % restart_sec]
+    lines += ["Restart=%s" % restart, "RestartSec=%d" % restart_sec]
     for key in sorted(properties or {}):
         lines.append("%s=%s" % (key, _specifiers(str(properties[key]))))
     lines += ["", "[Install]", "WantedBy=default.target", ""]
@@ -333,14 +345,16 @@ class Service(object):
                  if running_env and running_env.get(key) != value}
         self.result["start_env_drift"] = drift
         settings = {"after": params["after"], "restart_sec": params["restart_sec"],
-                    "start_limit_burst": params["start_limit_burst"], "start_env_script": script}
+                    "start_limit_burst": params["start_limit_burst"], "start_env_script": script,
+                    "start_limit_interval": params["start_limit_interval"], "restart": params["restart"]}
         secret = self.secrets()
         digest = fingerprint(params["command"], environment, properties, params["working_directory"], settings,
                              secret=secret)
         text = unit_file(
             description(params["description"], digest), params["command"], environment, properties,
             params["working_directory"], after=params["after"], restart_sec=params["restart_sec"],
-            start_limit_burst=params["start_limit_burst"],
+            start_limit_interval=params["start_limit_interval"], start_limit_burst=params["start_limit_burst"],
+            restart=params["restart"],
             start_env=(self.script_path, self.env_file) if script else None,
             secret_env_file=self.secret_path if secret else None)
         old_text = files.read_text(self.unit_path)
@@ -378,7 +392,9 @@ class Service(object):
         if not enabled:
             self.ctl("enable", self.unit)
         if action != "enabled":
-            if self.current.get("ActiveState") == "failed":
-                self.ctl("reset-failed", self.unit)
+            # A start the run asks for is not one of systemd's own restarts:
+            # reset-failed clears a failed state and the start-limit counter,
+            # which then bounds only the automatic restarts after it.
+            self.ctl("reset-failed", self.unit)
             self.ctl("restart" if self.running else "start", self.unit)
         self.settle()

@@ -462,6 +462,12 @@ def is_running(props):
     return props.get("ActiveState") in RUNNING_STATES and props.get("SubState") != "auto-restart"
 
 
+def is_restarting(props):
+    """Exited, and to be started again by systemd itself after RestartSec
+    (Restart=, SubState auto-restart)."""
+    return props.get("ActiveState") in RUNNING_STATES and props.get("SubState") == "auto-restart"
+
+
 def summarize(unit, props, manager=True):
     """The report of a unit: the documented return values of systemd_user_unit."""
     return {
@@ -475,6 +481,7 @@ def summarize(unit, props, manager=True):
         "main_pid": to_int(props.get("MainPID")),
         "exec_main_status": to_int(props.get("ExecMainStatus")),
         "running": is_running(props),
+        "restarting": is_restarting(props),
         "description": props.get("Description", ""),
         "environment": parse_environment(props.get("Environment")),
         "properties": dict(props),

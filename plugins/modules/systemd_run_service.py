@@ -20,9 +20,14 @@ description:
     inactive/failed unit makes it (re)start.
   - With O(persistent=true) the service is a unit file in the user's unit
     directory instead (C(~/.config/systemd/user/NAME.service)), enabled in
-    C(default.target) with C(Restart=on-failure), so that the user manager
-    starts it again after a reboot (with lingering) and after a crash. The
-    fingerprint is in its Description as well; a changed file restarts it.
+    C(default.target) with C(Restart=always) (O(restart)), so that the user
+    manager starts it again after a reboot (with lingering) and after any
+    exit that was not a requested stop, up to O(start_limit_burst) starts
+    within O(start_limit_interval) seconds. The fingerprint is in its
+    Description as well; a changed file restarts it. A start or restart
+    that the module makes resets the unit's failed state and its start-limit
+    counter first (C(systemctl reset-failed)), so the limit bounds only the
+    restarts systemd makes by itself.
     Switching between transient and persistent stops the old unit first; a
     unit file left by an earlier persistent run is disabled and removed when
     O(persistent=false).
@@ -66,8 +71,9 @@ options:
     default: 3
   persistent:
     description:
-      - Run the service from an enabled unit file with C(Restart=on-failure)
-        instead of as a transient unit (see the description).
+      - Run the service from an enabled unit file with C(Restart=) O(restart)
+        instead of as a transient unit (see the description). A transient unit
+        is not restarted by systemd.
       - With V(false) and O(state=stopped), a unit file of an earlier
         persistent run is disabled and removed as well.
     type: bool
@@ -82,10 +88,27 @@ options:
     description: C(RestartSec=) of a persistent unit (1 to 3600 seconds).
     type: int
     default: 10
+  restart:
+    description:
+      - C(Restart=) of a persistent unit.
+      - V(always) starts it again after any exit that was not a requested stop
+        (C(systemctl stop), or this module with O(state=stopped)), a clean exit
+        included (vLLM 0.25.1 exits with status 0 when one of its Ray workers
+        dies). V(on-failure) does not restart after an exit with status 0 or
+        by SIGHUP, SIGINT, SIGTERM or SIGPIPE.
+    type: str
+    choices: [always, on-failure]
+    default: always
+  start_limit_interval:
+    description:
+      - C(StartLimitIntervalSec=) of a persistent unit, in seconds (1 to 86400).
+    type: int
+    default: 600
   start_limit_burst:
     description:
-      - C(StartLimitBurst=) of a persistent unit within C(StartLimitIntervalSec=600),
-        that is, how many failed starts in 10 minutes before systemd stops retrying (1 to 1000).
+      - C(StartLimitBurst=) of a persistent unit, that is, how many starts within
+        O(start_limit_interval) seconds before systemd stops restarting it and it
+        ends failed (a crash loop) (1 to 1000).
     type: int
     default: 20
   start_env_script:
@@ -220,7 +243,8 @@ persistent:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
 
-BOUNDS = {"settle": (0, 600), "restart_sec": (1, 3600), "start_limit_burst": (1, 1000)}
+BOUNDS = {"settle": (0, 600), "restart_sec": (1, 3600), "start_limit_interval": (1, 86400),
+          "start_limit_burst": (1, 1000)}
 
 
 def main():
@@ -238,6 +262,8 @@ def main():
             persistent=dict(type="bool", default=False),
             after=dict(type="list", elements="str", default=[]),
             restart_sec=dict(type="int", default=10),
+            restart=dict(type="str", default="always", choices=list(sr.RESTART_POLICIES)),
+            start_limit_interval=dict(type="int", default=600),
             start_limit_burst=dict(type="int", default=20),
             start_env_script=dict(type="str"),
             start_env_keys=dict(type="list", elements="str", default=[], no_log=False),

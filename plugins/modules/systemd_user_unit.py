@@ -180,7 +180,15 @@ exec_main_status:
   type: int
   sample: 0
 running:
-  description: Whether ActiveState is active, activating or reloading.
+  description:
+    - Whether ActiveState is active, activating or reloading, and the unit is not waiting to be restarted
+      (RV(restarting)).
+  returned: always
+  type: bool
+restarting:
+  description:
+    - Whether the unit's process exited and systemd will start it again by itself after C(RestartSec=)
+      (C(Restart=), SubState C(auto-restart)).
   returned: always
   type: bool
 description:

@@ -89,8 +89,12 @@ def head_and_worker_sysfs(base):
     }
 
 
-def render_default_deployment(workdir, user=None):
+def render_default_deployment(workdir, user=None, host_vars=None, extra_vars=None):
     """{host: what the collection renders there} for inventory/sparks.
+
+    ``host_vars`` ({host: {variable: value}}) are added to a host's
+    host_vars (e.g. another fabric_gid_policy on one node), ``extra_vars``
+    to the run's -e.
 
     Returns {"hosts": {name: facts}, "head": name, "workers": [names],
     "sysfs": {roce_ip: fake sysfs path}}.
@@ -112,15 +116,17 @@ def render_default_deployment(workdir, user=None):
         ib, net = trees[address]
         roce[address] = ib
         with open(os.path.join(inv, "host_vars", name + ".yml"), "w") as fh:
-            yaml.safe_dump({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                            "laguna_user": user, "laguna_sysfs_infiniband": ib, "fabric_sysfs_net": net}, fh)
+            yaml.safe_dump(dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                 "laguna_user": user, "laguna_sysfs_infiniband": ib, "fabric_sysfs_net": net},
+                                **(host_vars or {}).get(name, {})), fh)
     out = os.path.join(workdir, "out")
     os.makedirs(out)
     play = os.path.join(workdir, "render.yml")
     with open(play, "w") as fh:
         fh.write(PLAY)
-    extra = {"render_out": out, "render_var_names": VAR_NAMES,
-             "render_defaults": [os.path.join(ROOT, "roles", r, "defaults", "main.yml") for r in ROLE_DEFAULTS]}
+    extra = dict(extra_vars or {})
+    extra.update({"render_out": out, "render_var_names": VAR_NAMES,
+                  "render_defaults": [os.path.join(ROOT, "roles", r, "defaults", "main.yml") for r in ROLE_DEFAULTS]})
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1",
                ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

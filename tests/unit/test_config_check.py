@@ -119,6 +119,22 @@ def test_a_tensor_parallel_size_larger_than_the_gpus_is_refused():
     assert cc.check_relations({"laguna_gpus_per_node": 1, "vllm_serve_tensor_parallel_size": 2}, nodes=2) == []
 
 
+def test_a_start_limit_that_a_crash_loop_never_reaches_is_refused():
+    # systemd waits laguna_restart_sec before each restart: 20 starts span at
+    # least 19 x 40 s, more than a 600 s window ever holds.
+    assert cc.check_relations({"laguna_restart_sec": 40, "ray_cluster_start_limit_interval": 600,
+                               "ray_cluster_start_limit_burst": 20}) == [
+        "ray_cluster_start_limit_interval=600 is not longer than (ray_cluster_start_limit_burst=20 - 1) x "
+        "laguna_restart_sec=40 = 760 s: systemd would restart a persistent unit that keeps failing forever. "
+        "Raise the interval or lower the burst."]
+    defaults = {"laguna_restart_sec": 10, "ray_cluster_start_limit_interval": 600, "ray_cluster_start_limit_burst": 20,
+                "vllm_serve_start_limit_interval": 3600, "vllm_serve_start_limit_burst": 5}
+    assert cc.check_relations(defaults) == []
+    assert cc.check_relations(dict(defaults, vllm_serve_start_limit_interval=40))[0].startswith(
+        "vllm_serve_start_limit_interval=40 is not longer than")
+    assert cc.check_relations(dict(defaults, vllm_serve_start_limit_burst=1, vllm_serve_start_limit_interval=1)) == []
+
+
 def test_memory_high_above_memory_max_is_refused():
     assert cc.check_relations({"ray_cluster_memory_high": "100G", "ray_cluster_head_memory_max": "98G",
                                "ray_cluster_worker_memory_max": "110G"}) == [

@@ -114,7 +114,7 @@ def test_a_persistent_unit_is_written_enabled_and_started(systemd, run_module, t
     result = run_module(systemd_run_service, args)
     assert result["changed"] and result["action"] == "started" and result["persistent"]
     text = (tmp_path / "units" / "laguna-ray-head.service").read_text()
-    assert "Restart=on-failure" in text and "WantedBy=default.target" in text
+    assert "Restart=always" in text and "WantedBy=default.target" in text
     assert "After=laguna-ray-head.service" in text and "MemorySwapMax=0" in text
     assert 'Environment="NCCL_IB_GID_INDEX=3"' in text
     assert "[cfg %s]" % result["fingerprint"] in text
@@ -192,6 +192,63 @@ def test_stopping_a_persistent_unit_keeps_it_enabled_and_teardown_removes_it(sys
 def test_bounds_are_checked(systemd, run_module, tmp_path, monkeypatch):
     args = _persistent(tmp_path, monkeypatch)
     assert "restart_sec must be between 1 and 3600" in run_module(systemd_run_service, dict(args, restart_sec=0))["msg"]
+    assert ("start_limit_interval must be between 1 and 86400"
+            in run_module(systemd_run_service, dict(args, start_limit_interval=0))["msg"])
+    assert "value of restart must be one of" in run_module(systemd_run_service, dict(args, restart="no"))["msg"]
+
+
+def _sections(text):
+    """{section: [lines]} of a unit file."""
+    found, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            current = found.setdefault(line[1:-1], [])
+        elif line and current is not None:
+            current.append(line)
+    return found
+
+
+def test_a_persistent_unit_restarts_on_any_exit_but_a_stop_within_a_start_limit(
+        systemd, run_module, tmp_path, monkeypatch):
+    # vLLM 0.25.1 exits with status 0 when one of its Ray workers dies:
+    # Restart=on-failure would leave it down. A crash loop ends failed at
+    # the start limit, which systemd reads in [Unit].
+    args = _persistent(tmp_path, monkeypatch, start_limit_interval=3600, start_limit_burst=5, restart_sec=15)
+    first = run_module(systemd_run_service, args)
+    sections = _sections((tmp_path / "units" / "laguna-ray-head.service").read_text())
+    assert "StartLimitIntervalSec=3600" in sections["Unit"] and "StartLimitBurst=5" in sections["Unit"]
+    assert "Restart=always" in sections["Service"] and "RestartSec=15" in sections["Service"]
+    assert not any(line.startswith(("Restart", "StartLimit")) for line in sections["Install"])
+    # Another policy or limit is another unit file: rewritten and restarted.
+    on_failure = run_module(systemd_run_service, dict(args, restart="on-failure"))
+    assert on_failure["action"] == "restarted" and on_failure["fingerprint"] != first["fingerprint"]
+    assert "Restart=on-failure" in (tmp_path / "units" / "laguna-ray-head.service").read_text()
+    wider = run_module(systemd_run_service, dict(args, restart="on-failure", start_limit_interval=7200))
+    assert wider["action"] == "restarted"
+    assert "StartLimitIntervalSec=7200" in (tmp_path / "units" / "laguna-ray-head.service").read_text()
+
+
+def test_a_start_the_run_makes_resets_the_start_limit_first(systemd, run_module, tmp_path, monkeypatch):
+    # A start or restart the module makes is not one of systemd's automatic
+    # restarts: reset-failed clears the start-limit counter before each, so
+    # the limit bounds only what systemd does by itself (the benchmark's
+    # sweep restarts vLLM more often than vllm_serve_start_limit_burst).
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, args)
+    run_module(systemd_run_service, dict(args, state="restarted"))
+    calls = [c[2:] for c in systemd.calls("systemctl")]
+    unit = "laguna-ray-head.service"
+    for verb in ("start", "restart"):
+        at = calls.index([verb, unit])
+        assert calls[at - 1] == ["reset-failed", unit], calls
+    left_alone = len(systemd.read()["calls"])
+    run_module(systemd_run_service, args)
+    assert [c[2] for c in systemd.read()["calls"][left_alone:]] == ["show"]
+
+
+def test_unit_file_refuses_an_unknown_restart_policy():
+    with pytest.raises(ValueError, match="Restart=no"):
+        sr.unit_file("d", ["x"], restart="no")
 
 
 def _systemd_words(line):

@@ -47,6 +47,21 @@ def test_reports_a_failed_unit_with_its_exit_status(systemd, run_module):
     assert result["exists"] and not result["running"]
 
 
+def test_reports_a_unit_waiting_for_its_restart_as_restarting_not_running(systemd, run_module):
+    # A persistent unit whose process exited (Restart=always) waits
+    # RestartSec in activating/auto-restart: systemd starts it by itself.
+    run_module(systemd_run_service, SERVICE)
+    result = run_module(systemd_user_unit, {"name": "laguna-ray-head"})
+    assert result["running"] and not result["restarting"]
+    state = systemd.read()
+    state["units"]["laguna-ray-head.service"].update(ActiveState="activating", SubState="auto-restart", MainPID="0")
+    with open(os.environ["FAKE_SYSTEMD_STATE"], "w") as handle:
+        json.dump(state, handle)
+    result = run_module(systemd_user_unit, {"name": "laguna-ray-head"})
+    assert result["restarting"] and not result["running"] and result["active_state"] == "activating"
+    assert not run_module(systemd_user_unit, {"name": "laguna-vllm"})["restarting"]
+
+
 def test_query_without_a_user_manager_does_not_fail(systemd, run_module, monkeypatch):
     monkeypatch.setenv("FAKE_SYSTEMD_NO_MANAGER", "1")
     result = run_module(systemd_user_unit, {"name": "laguna-ray-head"})
