@@ -114,11 +114,20 @@ def test_a_hung_vllm_is_found_within_the_bound_and_restarted():
 def test_a_killed_worker_raylet_restarts_the_raylet_and_vllm():
     before = vllm_pid()
     podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
-    rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
+    # vLLM's rank on the worker died with the raylet: vLLM 0.25.1 (and the
+    # stand-in) shuts down and exits with status 0, and its transient unit
+    # is gone; nothing restarts either until a run.
+    for _attempt in range(60):
+        if unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found":
+            break
+        time.sleep(2)
+    else:
+        raise AssertionError("vLLM still runs 120 s after its worker rank died: %s" % unit(HEAD, "laguna-vllm", "ActiveState"))
+    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] != "active"
+    # One complete run repairs both.
+    rc, changed, out, _seconds = play()
     assert rc == 0, out[-3000:]
     assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
-    # vLLM's Ray workers died with the raylet: it must not keep running on a
-    # half-dead placement group.
     assert vllm_pid() != before and healthy()
 
 
@@ -297,6 +306,28 @@ def move_gid(host, address_hex, new):
            % (" ".join(gids), mapped, GIDS, new, GIDS, new, GIDS, new))
 
 
+def rank_environ(host, rank):
+    """The environment vLLM's TP rank ``rank`` started with on ``host`` (the
+    stand-in's rank-<rank>.json, written by the rank's actor process)."""
+    record = json.loads(podman(host, "cat", "/tmp/laguna-standin-vllm/rank-%d.json" % rank, user=USER))
+    assert record["rank"] == rank, record
+    return record["environ"]
+
+
+def process_environ(host, pid):
+    return dict(item.split("=", 1) for item in
+                podman(host, "cat", "/proc/%s/environ" % pid, user=USER).split("\0") if "=" in item)
+
+
+def head_only_inventory(**host_vars):
+    """An inventory file that sets ``host_vars`` on the head alone (given
+    with -i after the scenario's, its values win there)."""
+    path = os.path.join(EPHEMERAL, "head-only.yml")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"all": {"hosts": {HEAD: host_vars}}}, handle)
+    return path
+
+
 def restart_nodes():
     """Restart both node containers (a power cut) and wait for their systemd."""
     subprocess.run(["podman", "restart", "--time", "10", HEAD, WORKER], check=True, capture_output=True, timeout=240)
@@ -313,8 +344,10 @@ def test_a_changed_head_gid_index_restarts_every_service_that_captured_it_and_ve
     (pinned policy), then the run back to the default policy also starts vLLM
     with settings the inventory does not want, which verify must name."""
     # By default the head leaves the index to NCCL's own per-device choice
-    # (nothing captures it); pinned, the head raylet and vLLM carry it.
-    pinned = ("-e", "fabric_gid_policy=pinned")
+    # (nothing captures it); pinned, the head raylet carries it. Only the
+    # head is pinned: the worker keeps the default, so the two nodes resolve
+    # different policies and the index must not reach the worker's rank.
+    pinned = ("-i", head_only_inventory(fabric_gid_policy="pinned"))
     rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *pinned)
     assert rc == 0 and healthy(), out[-3000:]
     assert "NCCL_IB_GID_INDEX=3" in unit(HEAD, "laguna-ray-head", "Environment")["Environment"].split()
@@ -331,6 +364,15 @@ def test_a_changed_head_gid_index_restarts_every_service_that_captured_it_and_ve
     for name, pid in before.items():
         assert unit(HEAD, name, "MainPID")["MainPID"] != pid, name
     assert healthy()
+    # Each TP rank started with its own node's fabric settings: vLLM fills a
+    # rank's environment from its own (setdefault), so whatever the head set
+    # there would reach the worker's rank too.
+    assert rank_environ(HEAD, 0)["NCCL_IB_GID_INDEX"] == "7"
+    worker_rank = rank_environ(WORKER, 1)
+    assert "NCCL_IB_GID_INDEX" not in worker_rank, worker_rank
+    raylet = process_environ(WORKER, unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"])
+    fabric = {k: v for k, v in raylet.items() if k.startswith(("NCCL_", "GLOO_", "VLLM_HOST_IP"))}
+    assert fabric and {k: worker_rank.get(k) for k in fabric} == fabric, (fabric, worker_rank)
     rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *pinned)
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
     # Back to the default policy (the raylets and vLLM restart), with two
@@ -385,6 +427,31 @@ def test_node_restarts_transient_units_are_gone_and_named_persistent_units_come_
     assert "NCCL_IB_GID_INDEX=6" in podman(WORKER, "cat", "/proc/%s/environ" % raylet, user=USER).split("\0")
     rc, _changed, out, _seconds = play(*persistent, playbook="laguna.spark.verify")
     assert rc == 0, out[-3000:]
+    # A crash of the worker's raylet, no run: systemd starts it again; vLLM's
+    # rank there died with it, so vLLM exits (status 0, as vLLM 0.25.1 does)
+    # and its Restart=always starts it again, to serve once the worker is back.
+    for host, name in ((HEAD, "laguna-vllm"), (WORKER, "laguna-ray-worker")):
+        text = podman(host, "cat", "/home/spark/.config/systemd/user/%s.service" % name, user=USER)
+        assert "Restart=always" in text.splitlines(), text
+    before = {(host, name): unit(host, name, "MainPID", "NRestarts")
+              for host, name in ((HEAD, "laguna-vllm"), (WORKER, "laguna-ray-worker"))}
+    podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
+    deadline = time.monotonic() + 240
+    while True:
+        now = {key: unit(key[0], key[1], "MainPID", "NRestarts", "ActiveState") for key in before}
+        restarted = all(now[key]["MainPID"] not in (before[key]["MainPID"], "0")
+                        and int(now[key]["NRestarts"]) > int(before[key]["NRestarts"])
+                        and now[key]["ActiveState"] == "active" for key in before)
+        try:
+            if restarted and healthy():
+                break
+        except AssertionError:
+            pass
+        assert time.monotonic() < deadline, "not back within 240 s of the raylet's crash: %s" % now
+        time.sleep(3)
+    journal = podman(HEAD, "journalctl", "--no-pager", "--output=cat", "_SYSTEMD_USER_UNIT=laguna-vllm.service",
+                     "_UID=%d" % UID)
+    assert "RayWorkerProc rank=[1] died unexpectedly, shutting down executor." in journal, journal[-3000:]
     rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *persistent)
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
     # Back to the recipe's transient units for what follows: the unit files go.
