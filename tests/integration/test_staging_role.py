@@ -330,11 +330,19 @@ def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bi
     with open(worker / SHARD9, "r+b") as handle:
         handle.truncate(10)
     (worker / "stray.bin").write_bytes(b"x")
+    # A note in the head's checkpoint that the Hub's file list does not name:
+    # named, never compared or mirrored, and no reason to fail.
+    (head / "notes.txt").write_text("the user's own note")
     head_before = shard_sums(head)
 
     again = run()
     assert again.rc == 0, again.text
     assert shard_sums(worker) == hub.published() and not (worker / "stray.bin").exists()
+    assert (head / "notes.txt").exists() and not (worker / "notes.txt").exists()
+    assert "1 file(s) that the checkpoint's file list does not name, left alone (neither compared nor mirrored): " \
+           "notes.txt" in again.flat
+    assert "target: 24 shard(s), 0.03 GB; 1 file(s) outside its file list, left alone: notes.txt" in again.flat
+    assert "differs from" not in again.flat
     assert shard_sums(head) == head_before  # the head was never written to
     assert "2 stream(s)" in again.flat and "sent %s, %s" % (SHARD5, SHARD9) in again.flat
     removed = re.search(r"worker: target: .*?; removed ([^\"]*)", again.flat).group(1)
@@ -348,6 +356,17 @@ def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bi
     assert third.rc == 0, third.text
     assert len(hub.downloads(SHARD5)) == 2
     assert sha256(worker / SHARD5) == hub.published()[SHARD5] == sha256(head / SHARD5)
+
+    # A stray shard copy in the head's checkpoint would be read as part of the
+    # model: refused, naming it, before anything is mirrored.
+    (head / "model-00025-of-00024.safetensors").write_bytes(b"x")
+    (worker / SHARD9).unlink()
+    fourth = run()
+    assert fourth.rc != 0
+    assert ("1 file(s) that the checkpoint's file list does not name would be read as part of the model: "
+            "model-00025-of-00024.safetensors (a shard's name); move them out from %s (or delete them), then rerun; "
+            "nothing was mirrored" % head) in fourth.flat, fourth.flat[-3000:]
+    assert not (worker / SHARD9).exists() and not (worker / "model-00025-of-00024.safetensors").exists()
 
 
 def mirror_streams(worker):
