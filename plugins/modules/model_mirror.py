@@ -21,7 +21,7 @@ description:
     half-written file is ever under its final name.
   - The streams die with the module. Streams that an interrupted run left
     behind (an async mirror outlives a Ctrl-C'd playbook) are not this
-    module's to find: stop them before verifying the destination, with
+    module's to find; stop them before verifying the destination, with
     M(laguna.spark.stray_processes), as the staging role does.
   - Writes progress (bytes done, total, rate) as JSON to O(progress_file)
     every few seconds, for M(laguna.spark.transfer_progress).
