@@ -13,6 +13,11 @@ A file the collection rewrote on purpose (a draft's config.json whose ignore
 list became regexes) is also recorded, as the digests it had before and the
 sha256 it has now, so a verify against the Hub accepts exactly that rewrite
 of exactly the published file, and nothing else.
+
+Each checkpoint tree's file list (the relative paths its last verification
+was against: the Hub's for the head, the head's verified copy for a worker)
+is recorded too, so a read-only status check compares what that list names
+and tells the other files apart.
 """
 
 from __future__ import annotations
@@ -62,9 +67,10 @@ class HashCache:
     digests and why they were (or were not) computed; ``dump()`` is the JSON to
     write back (the caller writes it atomically)."""
 
-    def __init__(self, entries=None, ignore=False, rewrites=None):
+    def __init__(self, entries=None, ignore=False, rewrites=None, lists=None):
         self.entries = entries or {}
         self.rewrites = rewrites or {}
+        self.lists = lists or {}
         self.ignore = ignore
         self.hashed = []     # [{path, bytes, reason}]
         self.reused = 0
@@ -72,14 +78,16 @@ class HashCache:
 
     @classmethod
     def load(cls, path, ignore=False):
-        entries, rewrites = {}, {}
+        entries, rewrites, lists = {}, {}, {}
         if path and os.path.exists(path):
             data = files.read_json(path, default={})
             if data.get("version") == VERSION and isinstance(data.get("files"), dict):
                 entries = data["files"]
                 if isinstance(data.get("rewrites"), dict):
                     rewrites = data["rewrites"]
-        return cls(entries, ignore, rewrites)
+                if isinstance(data.get("lists"), dict):
+                    lists = data["lists"]
+        return cls(entries, ignore, rewrites, lists)
 
     def digest(self, path):
         """{'sha256', 'git_oid', 'size'} of ``path``, from the record when its stat is unchanged."""
@@ -139,6 +147,18 @@ class HashCache:
             same = bool(want.get("git_oid")) and origin.get("git_oid") == want["git_oid"]
         return known.get("to_sha256") if same else None
 
+    def record_list(self, tree, names):
+        """``tree`` (a checkpoint directory) was verified against these relative paths."""
+        tree, names = os.path.abspath(tree), sorted(os.path.normpath(str(n)) for n in names)
+        if self.lists.get(tree) != names:
+            self.lists[tree] = names
+            self.dirty = True
+
+    def list_of(self, tree):
+        """The relative paths ``tree`` was last verified against (None when never)."""
+        names = self.lists.get(os.path.abspath(tree))
+        return list(names) if isinstance(names, list) else None
+
     def forget(self, path):
         if self.entries.pop(os.path.abspath(path), None) is not None:
             self.dirty = True
@@ -161,6 +181,8 @@ class HashCache:
         data = {"version": VERSION, "files": self.entries}
         if self.rewrites:
             data["rewrites"] = self.rewrites
+        if self.lists:
+            data["lists"] = self.lists
         return json.dumps(data, sort_keys=True)
 
     def save(self, path, module):

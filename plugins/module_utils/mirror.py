@@ -21,8 +21,6 @@ import subprocess
 import threading
 import time
 
-from ansible_collections.laguna.spark.plugins.module_utils import procs
-
 PARTIAL_DIR = ".cache/laguna-rsync-partial"
 TMP_DIR = ".cache/laguna-rsync-tmp"
 PROGRESS = re.compile(r"^\s*([\d,]+)\s+\d+%")
@@ -55,37 +53,6 @@ def _die_with_parent():
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-
-
-def stale_streams(marker, proc="/proc"):
-    """PIDs of rsync processes whose command line holds ``marker`` (the
-    destination spec): streams a killed or interrupted mirror left behind."""
-    return sorted(pid for pid, argv in procs.argvs(proc)
-                  if os.path.basename(argv[0]) == "rsync" and marker in argv)
-
-
-def stop(pids, grace=5.0):
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, grace)):
-        for pid in pids:
-            for kill in (lambda p: os.killpg(os.getpgid(p), sig), lambda p: os.kill(p, sig)):
-                try:
-                    kill(pid)
-                    break
-                except (ProcessLookupError, PermissionError, OSError):
-                    continue
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.1)
-        if not any(_alive(p) for p in pids):
-            return
-
-
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Stream:

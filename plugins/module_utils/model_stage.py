@@ -11,17 +11,22 @@ import os
 from ansible_collections.laguna.spark.plugins.module_utils import procs
 
 
-def scan(path, shard_pattern="*.safetensors", exclude=(".cache",)):
+def scan(path, shard_pattern="*.safetensors", exclude=(".cache",), names=None):
     """Walk ``path`` and describe it.
 
     ``manifest`` maps each file (relative path) to its size, leaving out
     directories named in ``exclude`` (hf's ``.cache`` metadata); ``incomplete``
     lists every ``*.incomplete`` file anywhere below ``path``, ``.cache``
     included, because that is where `hf download` keeps its partial files.
+    With ``names`` (the checkpoint's file list) the manifest and the shards
+    hold only the files it names; ``extra`` lists the others, ``missing`` the
+    named files that are absent.
     """
-    result = {"exists": os.path.isdir(path), "manifest": {}, "shards": [],
-              "incomplete": [], "total_bytes": 0}
+    named = None if names is None else {os.path.normpath(str(n)) for n in names}
+    result = {"path": path, "exists": os.path.isdir(path), "manifest": {}, "shards": [],
+              "incomplete": [], "total_bytes": 0, "extra": [], "missing": [], "named": named is not None}
     if not result["exists"]:
+        result["missing"] = sorted(named or ())
         return result
     for root, dirs, files in os.walk(path):
         rel_root = os.path.relpath(root, path)
@@ -34,6 +39,9 @@ def scan(path, shard_pattern="*.safetensors", exclude=(".cache",)):
                 continue
             if skipped:
                 continue
+            if named is not None and rel not in named:
+                result["extra"].append(rel)
+                continue
             try:
                 size = os.stat(os.path.join(root, name)).st_size
             except OSError:
@@ -42,14 +50,18 @@ def scan(path, shard_pattern="*.safetensors", exclude=(".cache",)):
             result["total_bytes"] += size
             if rel_root == "." and fnmatch.fnmatch(name, shard_pattern):
                 result["shards"].append(rel)
+    if named is not None:
+        result["missing"] = sorted(named - set(result["manifest"]))
     return result
 
 
-def verdict(scanned, expected_shards=None, reference=None):
+def verdict(scanned, expected_shards=None, reference=None, shard_pattern="*.safetensors"):
     """Whether a scan is a complete copy, and why not.
 
     ``expected_shards`` None means "at least one"; ``reference`` is another
     scan's manifest that this one must equal file for file and byte for byte.
+    A scan with a file list (``names``) must have every file it names, and no
+    other file that would be read as part of the model.
     """
     problems = []
     found = len(scanned["shards"])
@@ -59,9 +71,14 @@ def verdict(scanned, expected_shards=None, reference=None):
         problems.append("no shards found")
     elif expected_shards is not None and found != expected_shards:
         problems.append("%d of %d shards" % (found, expected_shards))
+    if scanned["exists"] and scanned.get("missing"):
+        problems.append("%d file(s) missing: %s" % (len(scanned["missing"]), ", ".join(scanned["missing"][:5])))
     if scanned["incomplete"]:
         problems.append("%d *.incomplete file(s): %s" % (
             len(scanned["incomplete"]), ", ".join(scanned["incomplete"][:5])))
+    shadow = shadowing_problem(shadowing(scanned.get("extra") or [], shard_pattern), scanned.get("path"))
+    if shadow:
+        problems.append(shadow)
     if reference is not None and scanned["exists"]:
         mine = scanned["manifest"]
         missing = sorted(set(reference) - set(mine))
@@ -71,6 +88,47 @@ def verdict(scanned, expected_shards=None, reference=None):
         if differ:
             problems.append("%d file(s) differ in size vs. reference: %s" % (len(differ), ", ".join(differ[:5])))
     return not problems, problems
+
+
+# --- Files a checkpoint's file list does not name --------------------------------
+
+# What vLLM and transformers read from a checkpoint directory by its name or
+# suffix, besides the shards: configs (vLLM globs *.json for a quantization
+# config), tokenizer files, a chat template, remote code, other weights.
+MODEL_SUFFIXES = {".safetensors": "weights", ".bin": "weights", ".pt": "weights", ".pth": "weights",
+                  ".gguf": "weights", ".json": "a config or tokenizer file", ".jinja": "a chat template",
+                  ".py": "remote code", ".model": "a tokenizer file", ".tiktoken": "a tokenizer file"}
+MODEL_NAMES = {"merges.txt": "a tokenizer file", "vocab.txt": "a tokenizer file"}
+
+
+def shadowing(extra, shard_pattern="*.safetensors"):
+    """Of ``extra`` (files outside the checkpoint's file list), those that vLLM
+    or transformers would read as part of the model: top-level files with a
+    shard's name, a weights, config, tokenizer, chat template or code suffix.
+    [{path, why}]."""
+    found = []
+    for rel in extra:
+        if os.sep in rel:
+            continue
+        suffix = os.path.splitext(rel)[1].lower()
+        if fnmatch.fnmatch(rel, shard_pattern):
+            why = "a shard's name"
+        else:
+            why = MODEL_NAMES.get(rel) or MODEL_SUFFIXES.get(suffix)
+        if why:
+            found.append({"path": rel, "why": why})
+    return found
+
+
+def shadowing_problem(found, path=None):
+    """'' when nothing in ``found`` (a shadowing() result) would be read as
+    part of the model, else a sentence naming each file and the fix."""
+    if not found:
+        return ""
+    where = " from %s" % path if path else ""
+    return ("%d file(s) that the checkpoint's file list does not name would be read as part of the model: %s; "
+            "move them out%s (or delete them), then rerun" % (
+                len(found), ", ".join("%s (%s)" % (f["path"], f["why"]) for f in found), where))
 
 
 # --- Checksums: the Hub's manifest, verification and repair -------------------
@@ -145,7 +203,7 @@ def verify(path, expected, cache, shard_pattern="*.safetensors", expected_shards
     ``clean_partials`` removes what interrupted runs left in ``.cache`` (and,
     with ``repair``, resumable rsync partials of files that are now good).
     """
-    out = {"exists": os.path.isdir(path), "missing": [], "bad": [], "extra": [], "stray": [],
+    out = {"exists": os.path.isdir(path), "missing": [], "bad": [], "extra": [], "stray": [], "shadowing": [],
            "partial": [], "removed": [], "rewritten": [], "manifest": {}, "total_bytes": 0, "verified": 0}
     problems = []
     if not out["exists"]:
@@ -189,6 +247,7 @@ def verify(path, expected, cache, shard_pattern="*.safetensors", expected_shards
         out["manifest"][rel] = {"size": size, "sha256": got["sha256"], "git_oid": got["git_oid"]}
         out["total_bytes"] += size
     out["extra"] = [rel for rel in tree if rel not in expected]
+    out["shadowing"] = shadowing(out["extra"], shard_pattern)
     for rel in in_cache:
         kind = _cache_entry_kind(rel)
         if kind == "stray":
@@ -239,8 +298,10 @@ def verify(path, expected, cache, shard_pattern="*.safetensors", expected_shards
     if out["bad"]:
         problems.append("%d file(s) failed verification: %s" % (
             len(out["bad"]), ", ".join("%s (%s)" % (b["path"], b["why"]) for b in out["bad"][:5])))
-    if out["extra"] and extras != "ignore":
+    if out["extra"] and extras in ("report", "remove"):
         problems.append("%d extra file(s): %s" % (len(out["extra"]), ", ".join(out["extra"][:5])))
+    elif extras == "warn" and out["shadowing"]:
+        problems.append(shadowing_problem(out["shadowing"], path))
     left_stray = [rel for rel in out["stray"] if rel not in out["removed"]]
     if left_stray:
         problems.append("%d partial or stray file(s) in .cache: %s" % (len(left_stray), ", ".join(left_stray[:5])))

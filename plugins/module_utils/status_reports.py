@@ -19,29 +19,52 @@ def _count(value):
     return int(value) if value.is_integer() else value
 
 
+def _differences(mine, theirs, limit=5):
+    """How manifest ``mine`` differs from ``theirs`` (path -> size), naming files."""
+    def names(paths):
+        return ", ".join(paths[:limit]) + (" and %d more" % (len(paths) - limit) if len(paths) > limit else "")
+    missing = sorted(set(theirs) - set(mine))
+    only = sorted(set(mine) - set(theirs))
+    differ = sorted(f for f in theirs if f in mine and mine[f] != theirs[f])
+    parts = []
+    if missing:
+        parts.append(names(missing) + " missing here")
+    if only:
+        parts.append(names(only) + " only here")
+    if differ:
+        parts.append(names(differ) + " not the same")
+    return ", ".join(parts)
+
+
 def staging(scans, head_scans=None, is_head=True, head_host=""):
     """``scans``: one model_stage_info result per checkpoint (with ``item``:
     the staging_artifacts entry); ``head_scans``: the head's, in the same
-    order, on a worker. A worker's copy must also equal the head's."""
+    order, on a worker. A worker's copy must also equal the head's, file for
+    file (the files each node's recorded file list names, when it has one);
+    the files that differ are named."""
     artifacts = []
     head_scans = head_scans or []
     for index, result in enumerate(scans):
         item = result.get("item") or {}
-        same = True
+        problems = list(result.get("problems") or [])
         if not is_head:
             head = head_scans[index] if index < len(head_scans) else {}
-            same = result.get("manifest") == head.get("manifest")
-        problems = list(result.get("problems") or [])
-        if not same:
-            problems.append("differs from %s's copy" % head_host)
-        complete = bool(result.get("complete")) and same
+            differences = _differences(result.get("manifest") or {}, head.get("manifest") or {})
+            if differences or not head:
+                problems.append("differs from %s's copy%s" % (head_host, ": " + differences if differences else ""))
+        complete = bool(result.get("complete")) and not problems
         summary = "%s: %s shard(s), %s GB" % (
             item.get("name"), result.get("shard_count", 0), _gb(result.get("total_bytes")))
         if not complete:
             summary += " (%s)" % "; ".join(problems)
+        shadow = {s.get("path") for s in result.get("shadowing") or []}
+        others = [rel for rel in result.get("extra") or [] if rel not in shadow]
+        if others:
+            summary += "; %d file(s) outside its file list, left alone: %s" % (len(others), ", ".join(others[:5]))
         artifacts.append({"name": item.get("name"), "path": item.get("path"),
                           "shards": result.get("shard_count", 0), "bytes": result.get("total_bytes", 0),
-                          "complete": complete, "problems": problems, "summary": summary})
+                          "complete": complete, "problems": problems, "summary": summary,
+                          "extra": list(result.get("extra") or [])})
     bad = [a for a in artifacts if not a["complete"]]
     return {"ok": not bad, "artifacts": artifacts, "problems": [a["summary"] for a in bad]}
 

@@ -19,8 +19,10 @@ description:
     and renames a file into place only when it is whole; an interrupted file
     is kept in C(.cache/laguna-rsync-partial) and resumed by the next run. No
     half-written file is ever under its final name.
-  - Streams that an earlier, interrupted run left behind for the same
-    destination are stopped first; the streams die with the module.
+  - The streams die with the module. Streams that an interrupted run left
+    behind (an async mirror outlives a Ctrl-C'd playbook) are not this
+    module's to find; stop them before verifying the destination, with
+    M(laguna.spark.stray_processes), as the staging role does.
   - Writes progress (bytes done, total, rate) as JSON to O(progress_file)
     every few seconds, for M(laguna.spark.transfer_progress).
 attributes:
@@ -103,11 +105,6 @@ streams:
   returned: always
   type: list
   elements: dict
-stopped:
-  description: PIDs of stale streams of an earlier run that were stopped.
-  returned: always
-  type: list
-  elements: int
 summary:
   description: One line with GB, seconds, GB/s and streams.
   returned: always
@@ -137,9 +134,6 @@ def main():
         module.fail_json(msg="streams must be 1..256")
     files = {str(k): int(v) for k, v in p["files"].items()}
     dest = p["dest"].rstrip("/") + "/"
-    stopped = [] if module.check_mode else mirror.stale_streams(dest)
-    if stopped:
-        mirror.stop(stopped)
     options = list(p["rsync_options"]) + (["--dry-run"] if module.check_mode else [])
     argv = mirror.rsync_argv(p["rsync"], options, p["rsh"], p["src"], dest)
     streams = [mirror.Stream(i, argv, part, sum(files[f] for f in part))
@@ -152,7 +146,6 @@ def main():
         transfers=transfers, bytes=total, seconds=round(seconds, 3),
         gb_per_s=round(total / seconds / 1e9, 3) if seconds else 0.0,
         streams=[{"files": len(s.files), "bytes": s.total, "rc": s.rc} for s in streams],
-        stopped=stopped,
         summary="mirrored %.2f GB in %.1f s, %.3f GB/s, %d stream(s)%s" % (
             total / 1e9, seconds, total / seconds / 1e9 if seconds else 0.0, len(streams),
             " (dry run)" if module.check_mode else ""))

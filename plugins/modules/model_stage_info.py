@@ -17,8 +17,16 @@ description:
   - With O(reference) (another node's RV(manifest)) the copy must also match
     it file for file and byte for byte, which catches a truncated
     C(--inplace) transfer that left the right file names behind.
+  - With O(hash_cache), a node's checksum record that holds the file list
+    the directory was last verified against (M(laguna.spark.model_verify)
+    records it), only the files that list names are counted and compared;
+    the others are returned as RV(extra) and are a problem only when vLLM or
+    transformers would read them as part of the model (RV(shadowing)).
   - Read-only; supports check mode.
 options:
+  hash_cache:
+    description: The node's checksum record (see M(laguna.spark.model_verify)). Unset, or without a list for O(path), every file counts.
+    type: path
   expected_shards:
     description: How many shards a complete checkpoint has; unset means at least one.
     type: int
@@ -84,10 +92,29 @@ exists:
   description: Whether O(path) is a directory.
   returned: always
   type: bool
+named:
+  description: Whether a recorded file list was found for O(path) (and RV(manifest) holds only what it names).
+  returned: always
+  type: bool
+extra:
+  description: With a recorded file list, the files outside O(exclude) that it does not name.
+  returned: always
+  type: list
+  elements: str
+missing:
+  description: With a recorded file list, the files it names that are absent.
+  returned: always
+  type: list
+  elements: str
+shadowing:
+  description: Of RV(extra), the files vLLM or transformers would read as part of the model (V(path), V(why)).
+  returned: always
+  type: list
+  elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.laguna.spark.plugins.module_utils import model_stage
+from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage
 
 
 def main():
@@ -98,20 +125,24 @@ def main():
             expected_shards=dict(type="int"),
             exclude=dict(type="list", elements="str", default=[".cache"]),
             reference=dict(type="dict"),
+            hash_cache=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    scanned = model_stage.scan(params["path"], params["shard_pattern"], tuple(params["exclude"]))
+    names = hashcache.HashCache.load(params["hash_cache"]).list_of(params["path"]) if params["hash_cache"] else None
+    scanned = model_stage.scan(params["path"], params["shard_pattern"], tuple(params["exclude"]), names)
     reference = None
     if params["reference"] is not None:
         reference = {str(k): int(v) for k, v in params["reference"].items()}
-    complete, problems = model_stage.verdict(scanned, params["expected_shards"], reference)
+    complete, problems = model_stage.verdict(scanned, params["expected_shards"], reference, params["shard_pattern"])
     module.exit_json(
         changed=False, complete=complete, problems=problems,
         shard_count=len(scanned["shards"]), shards=scanned["shards"],
         incomplete=scanned["incomplete"], manifest=scanned["manifest"],
-        total_bytes=scanned["total_bytes"], exists=scanned["exists"],
+        total_bytes=scanned["total_bytes"], exists=scanned["exists"], named=scanned["named"],
+        extra=scanned["extra"], missing=scanned["missing"],
+        shadowing=model_stage.shadowing(scanned["extra"], params["shard_pattern"]),
     )
 
 

@@ -23,6 +23,13 @@ description:
     mirror fetches them again from a good copy; O(extras=remove) also removes
     files the reference does not have; O(clean_partials) removes what an
     interrupted C(hf download) or rsync left behind in C(.cache).
+  - Files that O(expected) does not name are never compared. RV(shadowing)
+    lists those that vLLM or transformers would read as part of the model (a
+    top-level file with a shard's name, or a weights, C(.json), C(.jinja),
+    C(.py) or tokenizer file), and RV(shadowing_problem) says what to do.
+  - Without check mode, and with O(hash_cache), the record keeps the list of
+    files O(path) was verified against (the keys of O(expected)), so that
+    M(laguna.spark.model_stage_info) compares what it names.
   - O(stop_downloads) first stops C(hf download) processes writing to
     O(path) that an interrupted playbook left running.
 attributes:
@@ -52,9 +59,13 @@ options:
     type: bool
     default: false
   extras:
-    description: What to do with files that O(expected) does not name (outside C(.cache)).
+    description:
+      - What to do with files that O(expected) does not name (outside C(.cache)).
+      - C(report) counts each as a problem; C(remove) removes them (with O(repair)) and counts them;
+        C(ignore) leaves them; C(warn) leaves them, names them in a warning, and counts as a problem
+        those of RV(shadowing).
     type: str
-    choices: [report, remove, ignore]
+    choices: [report, remove, ignore, warn]
     default: report
   clean_partials:
     description: Remove partial and stray files in C(.cache) (no download may be running).
@@ -116,6 +127,17 @@ extra:
   returned: always
   type: list
   elements: str
+shadowing:
+  description:
+    - Of RV(extra), the files vLLM or transformers would read as part of the model, with why
+      (V(path), V(why)).
+  returned: always
+  type: list
+  elements: dict
+shadowing_problem:
+  description: Empty when RV(shadowing) is; otherwise a sentence naming each file and the fix.
+  returned: always
+  type: str
 stray:
   description: Partial or stray files in C(.cache) (C(*.incomplete), C(*.lock), other).
   returned: always
@@ -231,7 +253,7 @@ def main():
             hash_cache=dict(type="path"),
             full=dict(type="bool", default=False),
             repair=dict(type="bool", default=False),
-            extras=dict(type="str", choices=["report", "remove", "ignore"], default="report"),
+            extras=dict(type="str", choices=["report", "remove", "ignore", "warn"], default="report"),
             clean_partials=dict(type="bool", default=False),
             stop_downloads=dict(type="bool", default=False),
             reserve_bytes=dict(type="int", default=0),
@@ -258,12 +280,18 @@ def main():
         module.fail_json(msg="cannot verify %s: %s" % (p["path"], exc))
     if p["hash_cache"]:
         cache.prune(p["path"])
+        if out["exists"] and not module.check_mode:
+            cache.record_list(p["path"], expected)
         if cache.dirty and not module.check_mode:
             cache.save(p["hash_cache"], module)
     refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
     sizes = [int(expected[rel]["size"]) for rel in refetch if rel in expected]
     free, _measured = model_stage.free_space(p["path"])
+    if p["extras"] == "warn" and out["extra"]:
+        module.warn("%s: %d file(s) that the checkpoint's file list does not name, left alone (neither compared "
+                    "nor mirrored): %s" % (p["path"], len(out["extra"]), ", ".join(out["extra"][:10])))
     module.exit_json(
+        shadowing_problem=model_stage.shadowing_problem(out["shadowing"], p["path"]),
         refetch_bytes=sum(sizes), free_bytes=free,
         space_problem=model_stage.space_problem(p["path"], sizes, free, p["reserve_bytes"]),
         changed=bool(out["removed"] or (stopped and not module.check_mode)),

@@ -29,16 +29,18 @@ def interrupted_role(tmp_path, role, extravars, waits_for, timeout=240):
                             what=" ".join(waits_for))
 
 
-def interrupted_play(tmp_path, play_yaml, extravars, until, timeout=240, hostvars="", what="the awaited process"):
+def interrupted_play(tmp_path, play_yaml, extravars, until, timeout=240, hostvars="", what="the awaited process",
+                     inventory=None):
     """Run ``play_yaml`` on localhost (group spark_head, ``hostvars`` on its
-    inventory line) with ansible-playbook, SIGINT it twice as soon as
-    ``until()`` is true, and return the run's log text."""
+    inventory line; or on the hosts of ``inventory``, an inventory's text)
+    with ansible-playbook, SIGINT it twice as soon as ``until()`` is true,
+    and return the run's log text."""
     import json  # pylint: disable=import-outside-toplevel
 
     (tmp_path / "interrupted-vars.json").write_text(json.dumps(extravars))
-    (tmp_path / "interrupted-hosts").write_text(
+    (tmp_path / "interrupted-hosts").write_text(inventory or (
         "[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 "
-        "ansible_python_interpreter=%s %s\n" % (sys.executable, hostvars))
+        "ansible_python_interpreter=%s %s\n" % (sys.executable, hostvars)))
     (tmp_path / "interrupted-play.yml").write_text(play_yaml)
     log_path = str(tmp_path / "interrupted.log")
     argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",

@@ -120,6 +120,43 @@ def test_fabric_wants_two_twins_by_default(runner, tmp_path):
     assert "the cabled port shows rocep1s0f1 (1), 2 expected" in result.flat
 
 
+def test_a_worker_that_fails_in_its_fabric_discovery_stops_the_head_in_network_gate_in_one_sentence(
+        runner, tmp_path):
+    """The worker has no RoCE v2 GID for its address and fails in the fabric
+    discovery; the head, which reads every node's fabric facts, stops with one
+    sentence naming the worker (not an internal error)."""
+    import sys
+    from staging_env import run_play
+
+    head = make_port(tmp_path / "head-ib", {3: (mapped("127.0.0.1"), "RoCE v2")})
+    good = make_port(tmp_path / "good-ib", {3: (mapped("127.0.0.2"), "RoCE v2")})
+    worker = make_port(tmp_path / "worker-ib", {2: (mapped("127.0.0.2"), "IB/RoCE v1")})
+
+    def run(worker_tree):
+        inventory = ("[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 "
+                     "ansible_python_interpreter={py} laguna_sysfs_infiniband={head}\n"
+                     "[spark_workers]\nworker ansible_connection=local laguna_roce_ip=127.0.0.2 "
+                     "ansible_python_interpreter={py} laguna_sysfs_infiniband={worker}\n").format(
+                         py=sys.executable, head=head, worker=worker_tree)
+        return run_play(runner, "    - ansible.builtin.include_role:\n        name: laguna.spark.network_gate\n",
+                        {"laguna_user": getpass.getuser(), "fabric_min_twins": 1, "network_gate_check_ssh": False,
+                         "laguna_model_path": "/m", "laguna_draft_path": "/d"}, inventory)
+
+    # Both nodes discover their fabric: the plan reads both (laguna.spark.fabric_nodes).
+    planned = run(good)
+    assert planned.rc == 0, planned.text
+    assert ("The fabric of localhost, worker is a fake sysfs tree; not measured. The commands would be: "
+            "ib_write_bw -d rocep1s0f1 -i 1 -x 3 -p 18515") in planned.flat and "127.0.0.2" in planned.flat
+
+    result = run(worker)
+    assert result.rc != 0
+    assert "No GID policy (auto) gives NCCL the RoCE v2 GID" in result.flat  # the worker's own failure
+    assert ("worker failed earlier in this run (its error is above), so network_gate on localhost stops here "
+            "(it needs worker's fabric_facts): fix what failed on worker and rerun.") in result.flat, result.flat[-3000:]
+    assert "list index out of range" not in result.flat and "HostVarsVars" not in result.flat
+    assert result.stats["failures"] == {"localhost": 1, "worker": 1}
+
+
 def test_ctrl_c_during_the_pip_install_leaves_no_second_install(runner, tmp_path, index, cuda):
     # ansible-playbook is interrupted (SIGINT, twice as an impatient user
     # does) while pip installs from a slow index. The async install goes on

@@ -288,6 +288,7 @@ def two_nodes(runner, tmp_path, sshd, hub, hf_bin, **more):
     def run(cmdline=None, **extra):
         return run_play(runner, "    - ansible.builtin.include_role:\n        name: laguna.spark.staging\n",
                         dict(values, **extra), inventory, cmdline=cmdline)
+    run.values, run.inventory = values, inventory
     return run, head_models / "target", worker_models / "target"
 
 
@@ -329,11 +330,19 @@ def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bi
     with open(worker / SHARD9, "r+b") as handle:
         handle.truncate(10)
     (worker / "stray.bin").write_bytes(b"x")
+    # A note in the head's checkpoint that the Hub's file list does not name:
+    # named, never compared or mirrored, and no reason to fail.
+    (head / "notes.txt").write_text("the user's own note")
     head_before = shard_sums(head)
 
     again = run()
     assert again.rc == 0, again.text
     assert shard_sums(worker) == hub.published() and not (worker / "stray.bin").exists()
+    assert (head / "notes.txt").exists() and not (worker / "notes.txt").exists()
+    assert "1 file(s) that the checkpoint's file list does not name, left alone (neither compared nor mirrored): " \
+           "notes.txt" in again.flat
+    assert "target: 24 shard(s), 0.03 GB; 1 file(s) outside its file list, left alone: notes.txt" in again.flat
+    assert "differs from" not in again.flat
     assert shard_sums(head) == head_before  # the head was never written to
     assert "2 stream(s)" in again.flat and "sent %s, %s" % (SHARD5, SHARD9) in again.flat
     removed = re.search(r"worker: target: .*?; removed ([^\"]*)", again.flat).group(1)
@@ -348,8 +357,33 @@ def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bi
     assert len(hub.downloads(SHARD5)) == 2
     assert sha256(worker / SHARD5) == hub.published()[SHARD5] == sha256(head / SHARD5)
 
+    # A stray shard copy in the head's checkpoint would be read as part of the
+    # model: refused, naming it, before anything is mirrored.
+    (head / "model-00025-of-00024.safetensors").write_bytes(b"x")
+    (worker / SHARD9).unlink()
+    fourth = run()
+    assert fourth.rc != 0
+    assert ("1 file(s) that the checkpoint's file list does not name would be read as part of the model: "
+            "model-00025-of-00024.safetensors (a shard's name); move them out from %s (or delete them), then rerun; "
+            "nothing was mirrored" % head) in fourth.flat, fourth.flat[-3000:]
+    assert not (worker / SHARD9).exists() and not (worker / "model-00025-of-00024.safetensors").exists()
 
-def test_a_mirror_killed_mid_shard_resumes(runner, hub, hf_bin, sshd, tmp_path):
+
+def mirror_streams(worker):
+    """(senders, receivers): PIDs of the rsync processes of mirror streams into ``worker``."""
+    senders, receivers = [], []
+    for pid in pids(["rsync", "--partial-dir", str(worker)]):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]) == b"rsync":
+            (receivers if b"--server" in argv else senders).append(pid)
+    return senders, receivers
+
+
+def test_a_mirror_killed_mid_shard_or_left_running_by_ctrl_c_resumes(runner, hub, hf_bin, sshd, tmp_path):
     run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin, staging_mirror_streams=2,
                                   staging_rsync_options=["--archive", "--bwlimit=4096"])
     thread, box = run_in_thread(run)
@@ -364,10 +398,29 @@ def test_a_mirror_killed_mid_shard_resumes(runner, hub, hf_bin, sshd, tmp_path):
     time.sleep(1)
     done_before = {p.name: p.stat().st_ino for p in worker.glob("model-*.safetensors")}
 
+    # Ctrl-C of ansible-playbook (SIGINT, twice) mid-rsync: its async mirror
+    # goes on sending (slowly here, so that it still runs when the rerun
+    # starts); the rerun must stop it, on the head and on the worker, before
+    # it verifies or sends anything.
+    interrupt.interrupted_play(
+        tmp_path, "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role:\n        name: laguna.spark.staging\n",
+        dict(run.values, staging_rsync_options=["--archive", "--bwlimit=32"]),
+        lambda: mirror_streams(worker)[0], timeout=300, inventory=run.inventory, what="the mirror")
+    senders, receivers = mirror_streams(worker)
+    assert senders and receivers, "the interrupted mirror should still run (async), or this test tests nothing"
+
     again = run(staging_rsync_options=["--archive"])
     assert again.rc == 0, again.text
-    assert shard_sums(worker) == hub.published() and leftovers(worker) == []
-    assert not pids(["rsync", str(worker)]) and not pids(["ssh", "-p", str(sshd.port)])
+    stopped = re.search(r"worker: target: stopped the mirror an interrupted run left running: "
+                        r"senders pid ([\d, ]+) on localhost, receivers pid ([\d, ]+|none) here", again.flat)
+    assert stopped, again.flat[-3000:]
+    assert sorted(int(p) for p in stopped.group(1).split(", ")) == sorted(senders)
+    # Stopped before the worker's copy was verified, and before anything was sent.
+    assert again.text.index("stopped the mirror an interrupted run left running") < again.text.index(
+        "TASK [laguna.spark.staging : Verify against the head's sha256s the worker's target]")
+    assert shard_sums(worker) == hub.published() == shard_sums(head) and leftovers(worker) == []
+    assert mirror_streams(worker) == ([], []) and not pids(["ssh", "-p", str(sshd.port)])
     for name, inode in done_before.items():  # complete before the kill: not sent again
         assert (worker / name).stat().st_ino == inode, name
 

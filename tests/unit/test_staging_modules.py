@@ -155,6 +155,77 @@ def test_verify_against_another_nodes_manifest_and_a_wrong_shard_count(tmp_path,
     assert missing["problems"] == ["directory is missing"] and len(missing["refetch"]) == 3
 
 
+def test_files_the_list_does_not_name_are_warned_about_and_refused_only_when_vllm_would_read_them(
+        hub, run_module, tmp_path):
+    files = run_module(hf_repo_manifest, {"repo": REPO, "endpoint": hub["endpoint"]})["files"]
+    tree = copy_tree(hub["root"], tmp_path / "copy")
+    record = str(tmp_path / "record.json")
+    (tree / "notes.txt").write_text("the user's own note")
+    (tree / "old").mkdir()
+    (tree / "old" / "config.json").write_text("{}")  # below the top directory: nothing reads it
+    args = {"path": str(tree), "expected": files, "expected_shards": 24, "hash_cache": record,
+            "repair": True, "extras": "warn"}
+    warned = run_module(model_verify, args)
+    assert warned["complete"] and warned["problems"] == [] and warned["shadowing_problem"] == ""
+    assert warned["extra"] == ["notes.txt", "old/config.json"] and warned["removed"] == []
+    # (Warnings of earlier modules in this process come first.)
+    assert [w["event"]["msg"] for w in warned["warnings"]][-1] == (
+        "%s: 2 file(s) that the checkpoint's file list does not name, left alone "
+        "(neither compared nor mirrored): notes.txt, old/config.json" % tree)
+    # The record keeps the list the tree was verified against.
+    assert hashcache.HashCache.load(record).list_of(str(tree)) == sorted(files)
+
+    # A stray shard copy, a config, a chat template: vLLM would read them.
+    (tree / "model-00025-of-00024.safetensors").write_bytes(b"x")
+    (tree / "hf_quant_config.json").write_text("{}")
+    (tree / "chat_template.jinja").write_text("{{ x }}")
+    refused = run_module(model_verify, args)
+    assert not refused["complete"] and (tree / "notes.txt").exists()
+    assert refused["shadowing"] == [{"path": "chat_template.jinja", "why": "a chat template"},
+                                    {"path": "hf_quant_config.json", "why": "a config or tokenizer file"},
+                                    {"path": "model-00025-of-00024.safetensors", "why": "a shard's name"}]
+    assert refused["shadowing_problem"] == (
+        "3 file(s) that the checkpoint's file list does not name would be read as part of the model: "
+        "chat_template.jinja (a chat template), hf_quant_config.json (a config or tokenizer file), "
+        "model-00025-of-00024.safetensors (a shard's name); move them out from %s (or delete them), then rerun"
+        % tree)
+    assert refused["problems"] == [refused["shadowing_problem"]]
+    # extras=ignore leaves them out of the problems, and still says which would shadow a model file.
+    ignored = run_module(model_verify, dict(args, extras="ignore"), check_mode=True)
+    assert ignored["complete"] and ignored["shadowing_problem"] == refused["shadowing_problem"]
+
+
+def test_model_stage_info_counts_and_compares_what_the_recorded_list_names(tmp_path, run_module):
+    from ansible_collections.laguna.spark.plugins.modules import model_stage_info
+    head = tmp_path / "head"
+    head.mkdir()
+    names = ["config.json"] + ["model-%05d-of-00002.safetensors" % i for i in (1, 2)]
+    for name in names:
+        (head / name).write_bytes(b"x" * 10)
+    record = tmp_path / "record.json"
+    cache = hashcache.HashCache()
+    cache.record_list(str(head), names)
+    record.write_text(cache.dump())
+    (head / "notes.txt").write_text("a note")
+    args = {"path": str(head), "expected_shards": 2, "hash_cache": str(record)}
+    listed = run_module(model_stage_info, args)
+    assert listed["complete"] and listed["named"] and listed["problems"] == []
+    assert sorted(listed["manifest"]) == names and listed["total_bytes"] == 30
+    assert listed["extra"] == ["notes.txt"] and listed["shadowing"] == []
+    # Without a record (or a list for this tree), every file counts, as before.
+    unlisted = run_module(model_stage_info, {"path": str(head), "expected_shards": 2})
+    assert not unlisted["named"] and "notes.txt" in unlisted["manifest"] and unlisted["extra"] == []
+    # A named file missing, and a stray shard copy, are problems naming them.
+    (head / "config.json").unlink()
+    (head / "model-00003-of-00002.safetensors").write_bytes(b"x")
+    broken = run_module(model_stage_info, args)
+    assert not broken["complete"] and broken["shard_count"] == 2
+    assert broken["problems"] == [
+        "1 file(s) missing: config.json",
+        "1 file(s) that the checkpoint's file list does not name would be read as part of the model: "
+        "model-00003-of-00002.safetensors (a shard's name); move them out from %s (or delete them), then rerun" % head]
+
+
 def test_free_space_is_measured_on_the_nearest_existing_parent(tmp_path):
     stat = os.statvfs(tmp_path)
     free, measured = model_stage.free_space(str(tmp_path / "not" / "yet" / "there"))

@@ -23,11 +23,34 @@ def test_staging_worker_differs_from_the_head_or_is_incomplete():
     report = sr.staging([scan("target", manifest=other), scan("draft", complete=False, problems=["1 file(s) missing"])],
                         [scan("target"), scan("draft")], is_head=False, head_host="spark-1")
     assert not report["ok"]
-    assert report["problems"] == ["target: 24 shard(s), 121.5 GB (differs from spark-1's copy)",
+    assert report["problems"] == ["target: 24 shard(s), 121.5 GB (differs from spark-1's copy: a.safetensors not the same)",
                                   "draft: 24 shard(s), 121.5 GB (1 file(s) missing)"]
     assert [a["complete"] for a in report["artifacts"]] == [False, False]
     # The same copy as the head's is complete.
     assert sr.staging([scan("target")], [scan("target")], is_head=False, head_host="spark-1")["ok"]
+
+
+def test_staging_names_the_files_that_differ_and_those_outside_the_file_list():
+    head = dict(MANIFEST, **{"b.json": 3, "c.json": 4})
+    mine = dict(MANIFEST, **{"c.json": 5, "d.json": 6})
+    report = sr.staging([scan("target", manifest=mine)], [scan("target", manifest=head)], is_head=False,
+                        head_host="spark-1")
+    assert report["problems"] == ["target: 24 shard(s), 121.5 GB (differs from spark-1's copy: b.json missing here, "
+                                  "d.json only here, c.json not the same)"]
+    # The head's files outside its recorded file list (the Hub's) are named, not compared.
+    notes = dict(scan("target"), extra=["notes.txt"], shadowing=[])
+    report = sr.staging([notes])
+    assert report["ok"]
+    assert report["artifacts"][0]["summary"] == ("target: 24 shard(s), 121.5 GB; 1 file(s) outside its file list, "
+                                                 "left alone: notes.txt")
+    assert sr.staging([scan("target")], [notes], is_head=False, head_host="spark-1")["ok"]
+    # One that vLLM would read is the scan's problem (model_stage_info), not "left alone".
+    shadow = dict(notes, complete=False, extra=["notes.txt", "x.json"], shadowing=[{"path": "x.json", "why": "w"}],
+                  problems=["1 file(s) ... would be read as part of the model: x.json (w)"])
+    report = sr.staging([shadow])
+    assert not report["ok"] and report["artifacts"][0]["summary"] == (
+        "target: 24 shard(s), 121.5 GB (1 file(s) ... would be read as part of the model: x.json (w)); "
+        "1 file(s) outside its file list, left alone: notes.txt")
 
 
 def node(host, state="active", linger="yes"):
