@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -506,6 +507,136 @@ def test_rotating_the_ray_token_restarts_the_raylets_and_vllm_once_and_nothing_e
             rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *extra)
             assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
             assert invocations() == after
+
+
+TARGET = MODELS + "/Laguna-S-2.1-FP8"
+
+
+def shard(i):
+    return "model-%05d-of-00024.safetensors" % i
+
+
+def mirror_pids(host):
+    """PIDs of the mirror's rsync processes on ``host`` (senders on the head, receivers on a worker)."""
+    out = podman(host, "pgrep", "-f", "^rsync .*--partial-dir=.cache/laguna-rsync-partial", check=False)
+    return sorted(int(p) for p in out.split())
+
+
+def test_ctrl_c_over_ssh_mid_mirror_is_stopped_by_the_rerun_before_it_verifies_or_sends():
+    """SIGINT (twice) to ansible-playbook, over SSH, while the mirror's rsync
+    streams send: they go on sending (the mirror is async); the rerun stops
+    them first and ends with identical copies, sending nothing twice."""
+    before = model_digests()
+    podman(WORKER, "bash", "-c", "rm -f %s/model-0001[0-5]-of-00024.safetensors" % TARGET, user=USER)
+    kept = {name: podman(WORKER, "stat", "-c", "%i", "%s/%s" % (TARGET, name))
+            for name in (shard(1), shard(2), shard(20))}
+    log_path = os.path.join(EPHEMERAL, "ctrl-c-mirror.log")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY,
+            os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"), "--tags", "staging",
+            "-e", '{"staging_rsync_options": ["--archive", "--bwlimit=16"], "staging_mirror_streams": 2}']
+    with open(log_path, "w", encoding="utf-8") as log:
+        run = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)  # pylint: disable=consider-using-with
+        try:
+            for _attempt in range(600):
+                if mirror_pids(HEAD):
+                    break
+                assert run.poll() is None, open(log_path, encoding="utf-8").read()[-3000:]
+                time.sleep(0.2)
+            time.sleep(3)
+            run.send_signal(signal.SIGINT)
+            time.sleep(1)
+            run.send_signal(signal.SIGINT)
+            assert run.wait(120) != 0
+        finally:
+            if run.poll() is None:
+                run.kill()
+    senders, receivers = mirror_pids(HEAD), mirror_pids(WORKER)
+    assert senders and receivers, "the interrupted mirror should still send (async), or this test tests nothing"
+
+    rc, changed, out, _seconds = play("--tags", "staging")
+    assert rc == 0, out[-3000:]
+    said = "laguna-worker: target: stopped the mirror an interrupted run left running: senders pid %s on laguna-head" \
+        % ", ".join(str(p) for p in senders)
+    assert said in out, out[-3000:]
+    assert out.index(said) < out.index("TASK [laguna.spark.staging : Verify against the head's sha256s the worker's target]")
+    assert changed[WORKER] >= 1
+    for host in (HEAD, WORKER):
+        assert not podman(host, "pgrep", "-af", "[r]sync |[s]sh -c aes128-gcm", check=False), host
+    assert podman(WORKER, "bash", "-c", "find %s -path '*/.cache/laguna-rsync-*' -type f" % TARGET) == ""
+    assert model_digests() == before
+    for name, inode in kept.items():  # complete before: never sent again
+        assert podman(WORKER, "stat", "-c", "%i", "%s/%s" % (TARGET, name)) == inode, name
+    rc, changed, out, _seconds = play("--tags", "staging")
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+
+
+def test_a_file_the_hubs_list_does_not_name_is_named_and_refused_only_when_vllm_would_read_it():
+    """A note in the head's checkpoint is named and left alone (the worker
+    never gets it); a stray shard copy beside it is refused with its path
+    before anything is mirrored, by staging and by verify; without the copy,
+    the note stays named and a rerun changes nothing."""
+    before = model_digests()
+    vllm = vllm_pid()
+    podman(HEAD, "bash", "-c", "echo 'my notes' > %s/notes.txt" % TARGET, user=USER)
+    try:
+        rc, _changed, out, _seconds = play("--tags", "staging")
+        assert rc == 0, out[-3000:]
+        assert ("1 file(s) that the checkpoint's file list does not name, left alone (neither compared nor "
+                "mirrored): notes.txt") in out, out[-3000:]
+        assert "1 file(s) outside its file list, left alone: notes.txt" in out
+        assert "differs from laguna-head's copy" not in out
+        assert subprocess.run(["podman", "exec", WORKER, "test", "-e", TARGET + "/notes.txt"],
+                              check=False).returncode == 1
+
+        podman(HEAD, "cp", "-p", "%s/%s" % (TARGET, shard(1)), "%s/model-00025-of-00024.safetensors" % TARGET,
+               user=USER)
+        rc, _changed, out, _seconds = play("--tags", "staging")
+        assert rc != 0
+        assert ("1 file(s) that the checkpoint's file list does not name would be read as part of the model: "
+                "model-00025-of-00024.safetensors (a shard's name); move them out from %s (or delete them), "
+                "then rerun; nothing was mirrored" % TARGET) in out, out[-3000:]
+        assert subprocess.run(["podman", "exec", WORKER, "test", "-e",
+                               TARGET + "/model-00025-of-00024.safetensors"], check=False).returncode == 1
+        rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
+        assert rc != 0 and "model-00025-of-00024.safetensors (a shard's name)" in out, out[-3000:]
+        assert vllm_pid() == vllm
+
+        podman(HEAD, "rm", "-f", TARGET + "/model-00025-of-00024.safetensors")
+        rc, changed, out, _seconds = play("--tags", "staging")
+        assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+        assert "1 file(s) outside its file list, left alone: notes.txt" in out
+    finally:
+        podman(HEAD, "rm", "-f", TARGET + "/notes.txt", TARGET + "/model-00025-of-00024.safetensors")
+    assert model_digests() == before and healthy()
+
+
+def test_a_worker_without_a_roce_v2_gid_stops_the_head_in_one_sentence_naming_it():
+    """The worker's address has no RoCE v2 GID any more (every slot of it
+    typed RoCE v1): a complete run fails on the worker in its fabric
+    discovery, and the head stops in network_gate with one sentence naming
+    the worker, never an internal error; nothing restarts."""
+    vllm = vllm_pid()
+    slots = podman(WORKER, "bash", "-c", "grep -l ffff:0a59:4d0c %s/gids/*" % GIDS).split()
+    types = {os.path.basename(g): podman(WORKER, "cat", "%s/gid_attrs/types/%s" % (GIDS, os.path.basename(g)))
+             for g in slots}
+    assert "RoCE v2" in types.values()
+    podman(WORKER, "bash", "-c", "for i in %s; do echo 'IB/RoCE v1' > %s/gid_attrs/types/$i; done"
+           % (" ".join(types), GIDS))
+    try:
+        rc, _changed, out, seconds = play()
+        assert rc != 0
+        assert "No GID policy" in out and "laguna-worker" in out, out[-3000:]
+        assert ("laguna-worker failed earlier in this run (its error is above), so network_gate on laguna-head "
+                "stops here (it needs laguna-worker's fabric_facts): fix what failed on laguna-worker and rerun."
+                ) in out, out[-3000:]
+        assert "list index out of range" not in out and "HostVarsVars" not in out
+        assert vllm_pid() == vllm and seconds < 300
+    finally:
+        podman(WORKER, "bash", "-c", "; ".join("echo '%s' > %s/gid_attrs/types/%s" % (t, GIDS, i)
+                                               for i, t in types.items()))
+    rc, _changed, out, _seconds = play("--tags", "fabric,network_gate")
+    assert rc == 0 and healthy(), out[-3000:]
+    assert vllm_pid() == vllm
 
 
 def test_a_complete_run_does_not_skip_a_killed_vllm_or_a_touched_shard():
