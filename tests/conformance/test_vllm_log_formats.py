@@ -143,3 +143,16 @@ def test_standin_lines_have_vllms_shape(lines, capsys):
         # The message is exactly what vLLM renders for the recipe's values.
         assert prefix.sub("", line) == prefix.sub("", lines[key][0])
     assert vllm_log.parse(got)["kv_cache_tokens"] == 273095
+
+
+def test_the_placement_group_wait_is_read_from_vllms_own_line(vllm_src):
+    """vllm_serve's verify explains an API that never came up by vLLM's "Waiting for creating a
+    placement group" (vllm_log.PLACEMENT_GROUP_WAIT): vLLM 0.25.1 logs it while Ray cannot place
+    the engine, and the stand-in logs the same message."""
+    fmt, arg_nodes, lineno = find_log_call(vllm_src, vllm_log.PLACEMENT_GROUP_WAIT, "v1/executor/ray_utils.py")
+    assert fmt.startswith(vllm_log.PLACEMENT_GROUP_WAIT + " of specs for %d seconds. specs=%s.")
+    message = fmt % tuple(render_arg(n, v) for n, v in zip(arg_nodes, [10, [{"GPU": 1.0}] * 2]))
+    line = vllm_prefix(vllm_src, "ray_utils.py", lineno) + message
+    assert vllm_log.waits_for_placement_group(["INFO Loading weights", "Dec 03 06:43:10 spark-1 vllm[4242]: " + line])
+    standin = open(os.path.join(ROOT, "tests", "doubles", "vllm_standin", "vllm", "entrypoints", "cli.py")).read()
+    assert 'log("%s' % fmt.split(". Check")[0] in standin, "the stand-in's placement group line differs from vLLM's"
