@@ -351,3 +351,38 @@ def render_netplan(twins, addresses, mtu=9000, renderer=None):
             "        - %s" % address,
         ]
     return "\n".join(lines) + "\n"
+
+
+def service_environment(ifname, address, cuda_home, memory_monitor_refresh_ms, path_prepend, path_base,
+                        nccl_env=None, extra=None):
+    """The environment of the raylets and of vllm serve (the fabric_env role's fabric_env_vars).
+
+    NCCL over RDMA (NCCL_IB_DISABLE=0), NCCL's and Gloo's sockets and vLLM's
+    host address on the RoCE link, CUDA_HOME, Ray's memory monitor setting,
+    and PATH (``path_prepend`` before ``path_base``); then ``nccl_env`` (the
+    fabric role's NCCL_IB_HCA and GID choice) over those, then ``extra`` (the
+    user's) over everything.
+    """
+    env = {
+        "NCCL_IB_DISABLE": "0",
+        "NCCL_SOCKET_IFNAME": ifname,
+        "GLOO_SOCKET_IFNAME": ifname,
+        "VLLM_HOST_IP": address,
+        "CUDA_HOME": cuda_home,
+        "RAY_memory_monitor_refresh_ms": str(int(memory_monitor_refresh_ms)),
+        "PATH": ":".join(str(part) for part in list(path_prepend or []) + [path_base]),
+    }
+    env.update(nccl_env or {})
+    env.update(extra or {})
+    return env
+
+
+def start_script_for(environment, script):
+    """``script`` (roce_gid's start_env_script) when ``environment`` pins NCCL_IB_GID_INDEX, else None.
+
+    A persistent unit then resolves the pinned index anew at each start (the
+    address may have moved to another GID since the unit was written); when
+    NCCL picks the GID per device, or NCCL_IB_ADDR_RANGE narrows its choice,
+    there is no index to resolve.
+    """
+    return script if "NCCL_IB_GID_INDEX" in (environment or {}) else None

@@ -27,7 +27,10 @@ def test_two_twins_found_with_netdevs_and_links(tmp_path, run_module):
     # both twins carry their own address: NCCL's own per-device choice is right
     assert result["gid_policy"] == "nccl"
     assert [c["nccl_index"] for c in result["gid_checks"]] == [3, 3]
+    # The fabric role's fabric_facts.gid_indexes (network_gate's ib_write_bw -x): each twin's own.
+    assert result["gid_indexes"] == [c["wanted_index"] for c in result["gid_checks"]] == [3, 3]
     assert result["nccl_env"] == {"NCCL_IB_HCA": "=rocep1s0f1:1,roceP2p1s0f1:1"}
+    assert run(run_module, ib, net, check_gids=False)["gid_indexes"] == []
 
 
 def test_the_cable_decides_not_the_hint(tmp_path, run_module):
@@ -61,6 +64,7 @@ def test_an_extra_address_first_pins_a_common_index(tmp_path, run_module):
     assert result["gid_policy"] == "range"
     assert result["nccl_env"]["NCCL_IB_ADDR_RANGE"] == "192.168.100.0/23"
     assert [c["nccl_index"] for c in result["gid_checks"]] == [5, 3]
+    assert result["gid_indexes"] == [c["wanted_index"] for c in result["gid_checks"]]
     assert "NCCL_IB_GID_INDEX" not in result["nccl_env"]
 
 
@@ -133,3 +137,39 @@ def test_plan_addresses():
     with pytest.raises(ValueError):
         fabric.plan_addresses("10.0.0.1", 30, 2, ["10.0.0.1"])
     assert fabric.covering_range(["192.168.100.1/24", "192.168.101.1/24"]) == "192.168.100.0/23"
+
+
+def test_the_service_environment_puts_the_fabric_over_the_base_and_the_users_over_all():
+    env = fabric.service_environment("enp1s0f1np1", "10.89.77.11", "/usr/local/cuda", "0", ["/v/bin", "/cuda/bin"],
+                                     "/usr/bin:/bin", {"NCCL_IB_HCA": "=rocep1s0f1:1", "NCCL_IB_GID_INDEX": "3"},
+                                     {"NCCL_DEBUG": "INFO", "NCCL_IB_GID_INDEX": "7"})
+    assert env == {"NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "enp1s0f1np1", "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
+                   "VLLM_HOST_IP": "10.89.77.11", "CUDA_HOME": "/usr/local/cuda",
+                   "RAY_memory_monitor_refresh_ms": "0", "PATH": "/v/bin:/cuda/bin:/usr/bin:/bin",
+                   "NCCL_IB_HCA": "=rocep1s0f1:1", "NCCL_IB_GID_INDEX": "7", "NCCL_DEBUG": "INFO"}
+    assert fabric.service_environment("e", "a", "/c", 250, [], "/bin")["PATH"] == "/bin"
+    assert fabric.service_environment("e", "a", "/c", 250, [], "/bin")["RAY_memory_monitor_refresh_ms"] == "250"
+
+
+def test_only_a_pinned_gid_index_is_resolved_again_at_a_units_start():
+    assert fabric.start_script_for({"NCCL_IB_GID_INDEX": "5"}, "#!/bin/sh\n") == "#!/bin/sh\n"
+    assert fabric.start_script_for({"NCCL_IB_ADDR_RANGE": "192.168.100.0/23"}, "#!/bin/sh\n") is None
+    assert fabric.start_script_for({}, "#!/bin/sh\n") is None
+
+
+def test_the_fabric_environment_filter_refuses_what_is_not_a_roce_gid_result():
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    settings = {"ifname": "e", "address": "10.0.0.1", "cuda_home": "/c", "memory_monitor_refresh_ms": 0,
+                "path_prepend": ["/v/bin"], "path_base": "/bin"}
+    good, pinned, not_a_result, bad_env, bad_path = run_filter("fabric_environment", "fabric_environment", [
+        {"args": [{"gid_index": 3, "start_env_script": "S"}], "kwargs": dict(settings, nccl_env={"NCCL_IB_HCA": "=x:1"})},
+        {"args": [{"start_env_script": "S"}], "kwargs": dict(settings, nccl_env={"NCCL_IB_GID_INDEX": "3"})},
+        {"args": ["3"], "kwargs": settings},
+        {"args": [{}], "kwargs": dict(settings, extra=["NCCL_DEBUG=INFO"])},
+        {"args": [{}], "kwargs": dict(settings, path_prepend="/v/bin")}])
+    assert good["vars"]["NCCL_IB_HCA"] == "=x:1" and good["vars"]["PATH"] == "/v/bin:/bin" and good["start_env_script"] is None
+    assert pinned["start_env_script"] == "S"
+    assert "fabric_environment: the input must be a roce_gid result" in not_a_result
+    assert "extra must be a mapping" in bad_env
+    assert "path_prepend must be a list" in bad_path
