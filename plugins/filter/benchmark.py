@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""benchmark_sweep, benchmark_memory: the decisions of playbooks/benchmark.yml
+"""benchmark_sweep, benchmark_drafts_as_planned, benchmark_memory: the decisions of playbooks/benchmark.yml
 (the logic: plugins/module_utils/bench_plan.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.laguna.spark.plugins.module_utils import bench_plan
@@ -20,6 +22,19 @@ def benchmark_sweep(k_values, baseline=True, restart=True, speculative=True, k=N
         raise AnsibleFilterError("benchmark_sweep: %s" % exc)
 
 
+def benchmark_drafts_as_planned(decode, step):
+    """Whether the server measured for ``step`` drafts as the step says (from a vllm_bench decode result)."""
+    if not isinstance(decode, Mapping) or not isinstance(step, Mapping):
+        raise AnsibleFilterError("benchmark_drafts_as_planned: the input must be a vllm_bench result and step a plan step")
+    spec = decode.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise AnsibleFilterError("benchmark_drafts_as_planned: the result's spec must be a mapping")
+    try:
+        return bench_plan.drafts_as_planned(dict(step), dict(spec))
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError("benchmark_drafts_as_planned: %s" % exc)
+
+
 def benchmark_memory(reads, head):
     """[{host, role, meminfo}] of the nodes whose /proc/meminfo the playbook read."""
     if isinstance(reads, (str, bytes)) or not hasattr(reads, "__iter__"):
@@ -32,4 +47,5 @@ def benchmark_memory(reads, head):
 
 class FilterModule(object):
     def filters(self):
-        return {"benchmark_sweep": benchmark_sweep, "benchmark_memory": benchmark_memory}
+        return {"benchmark_sweep": benchmark_sweep, "benchmark_drafts_as_planned": benchmark_drafts_as_planned,
+                "benchmark_memory": benchmark_memory}

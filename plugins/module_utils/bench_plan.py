@@ -2,10 +2,12 @@
 # Copyright: laguna-spark developers
 # Apache-2.0
 """What playbooks/benchmark.yml measures, and in what order (through the
-laguna.spark.benchmark_sweep and benchmark_memory filters).
+laguna.spark.benchmark_sweep, benchmark_drafts_as_planned and benchmark_memory
+filters).
 
 A step is ``{"speculative": bool, "k": int or None}``: ``k`` is None without
-the draft. sweep() plans the configurations; node_memory() turns the
+the draft. sweep() plans the configurations; drafts_as_planned() checks that
+the server measured for a step drafts as planned; node_memory() turns the
 playbook's /proc/meminfo reads into the report's per-node entries.
 """
 
@@ -41,6 +43,22 @@ def sweep(k_values, baseline=True, restart=True, speculative=True, k=None):
         plan.remove(configured)
         plan.append(configured)
     return {"plan": plan, "configured": configured}
+
+
+def drafts_as_planned(step, spec):
+    """Whether the server measured for ``step`` drafts as the step says.
+
+    ``spec`` is vllm_bench's spec-decode window (present, drafts,
+    draft_tokens): without the draft the server exports no spec-decode
+    counters; with it, it drafted and every draft proposed k tokens. A
+    setting given as an extra var (-e) overrides the sweep's, and this is
+    how the benchmark notices.
+    """
+    spec = spec or {}
+    if not step.get("speculative"):
+        return not spec.get("present")
+    drafts = int(spec.get("drafts") or 0)
+    return drafts > 0 and spec.get("draft_tokens") == drafts * step.get("k")
 
 
 def node_memory(reads, head):

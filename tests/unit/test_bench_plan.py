@@ -68,3 +68,23 @@ def test_the_filters_call_the_same_logic_and_refuse_a_non_list():
         ["nope", "h"]])
     assert memory == [{"host": "h", "role": "head", "meminfo": "MemTotal: 2 kB"}]
     assert "benchmark_memory: the input must be" in bad
+
+
+def test_a_step_drafts_as_planned_only_with_k_tokens_per_draft():
+    assert bench_plan.drafts_as_planned(NO_DRAFT, {"present": False, "drafts": 0, "draft_tokens": 0})
+    assert not bench_plan.drafts_as_planned(NO_DRAFT, {"present": True, "drafts": 10, "draft_tokens": 60})
+    assert bench_plan.drafts_as_planned(k(6), {"present": True, "drafts": 10, "draft_tokens": 60})
+    # -e vllm_serve_num_speculative_tokens=4 overrode the sweep's k=6.
+    assert not bench_plan.drafts_as_planned(k(6), {"present": True, "drafts": 10, "draft_tokens": 40})
+    # -e vllm_serve_speculative=false overrode it: nothing drafted.
+    assert not bench_plan.drafts_as_planned(k(6), {"present": False, "drafts": 0, "draft_tokens": 0})
+    assert not bench_plan.drafts_as_planned(k(6), {})
+
+
+def test_the_drafts_filter_reads_the_decode_results_spec():
+    planned, overridden, bad = run_filter("benchmark", "benchmark_drafts_as_planned", [
+        [{"spec": {"present": True, "drafts": "3", "draft_tokens": 12}}, k(4)],
+        [{"spec": {"present": True, "drafts": 3, "draft_tokens": 12}}, k(6)],
+        ["decode", k(6)]])
+    assert planned is True and overridden is False
+    assert "benchmark_drafts_as_planned: the input must be a vllm_bench result" in bad
