@@ -11,8 +11,8 @@ module: vllm_models_info
 short_description: Whether a vLLM server lists its models yet, and which
 version_added: "0.3.0"
 description:
-  - Sends one C(GET /v1/models) with a bounded timeout. RV(up) is HTTP 200:
-    the engine is loaded and the API answers (vLLM listens only once it is).
+  - Sends one C(GET /v1/models) with a bounded timeout. RV(up) is HTTP 200,
+    so the engine is loaded and the API answers (vLLM listens only once it is).
   - A server that does not answer (refused while the weights load, timed
     out, any other status) is an outcome, RV(up=false), not a failure, so a
     task can wait for it with C(until) and the next task can explain why it
@@ -30,11 +30,8 @@ options:
     description: Seconds to wait for the answer.
     type: int
     default: 10
-attributes:
-  check_mode:
-    support: full
-    description: Only sends a GET request; the same result in check mode.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.vllm_server, laguna.spark.vllm_server.any_host]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.vllm_server, laguna.spark.vllm_server.any_host,
+                                  laguna.spark.vllm_server.one_get]
 author:
   - laguna-spark developers (!UNKNOWN)
 """
