@@ -10,10 +10,11 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health, vllm_log
 from ansible_collections.laguna.spark.plugins.modules import vllm_models_info
+from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 from helpers.filters import run_filter
 
 KEY = "sk-laguna-models-7d1e"
-LISTING = {"object": "list", "data": [{"id": "laguna-s-fp8", "object": "model", "max_model_len": 262144}]}
+LISTING = {"object": "list", "data": [{"id": SERVED_MODEL, "object": "model", "max_model_len": MAX_MODEL_LEN}]}
 # vLLM 0.25.1's line (vllm/v1/executor/ray_utils.py) as journald's cat output shows it.
 PG_LINE = ("INFO 12-03 06:43:10 [ray_utils.py:467] Waiting for creating a placement group of specs for 10 seconds. "
            "specs=[{'GPU': 1.0, 'node:10.89.77.11': 0.001}, {'GPU': 1.0}]. Check `ray status` and `ray list nodes`")
@@ -65,7 +66,7 @@ def _closed_port():
 
 
 def test_a_server_listing_its_models_is_up_with_their_ids(server):
-    assert vllm_health.models(server() + "/", 5) == {"up": True, "status": 200, "models": ["laguna-s-fp8"],
+    assert vllm_health.models(server() + "/", 5) == {"up": True, "status": 200, "models": [SERVED_MODEL],
                                                      "detail": "HTTP 200"}
 
 
@@ -98,7 +99,7 @@ def test_the_key_goes_as_a_bearer_token_and_a_401_names_the_setting(server):
     base = server(key=KEY)
     refused = vllm_health.models(base, 5)
     assert (refused["up"], refused["status"]) == (False, 401) and "set vllm_serve_api_key" in refused["detail"]
-    assert vllm_health.models(base, 5, api_key=KEY)["models"] == ["laguna-s-fp8"]
+    assert vllm_health.models(base, 5, api_key=KEY)["models"] == [SERVED_MODEL]
 
 
 def test_the_module_reports_down_without_failing_and_never_returns_the_key(server, run_module):
@@ -106,7 +107,7 @@ def test_the_module_reports_down_without_failing_and_never_returns_the_key(serve
     assert not down.failed and down["up"] is False and down["status"] == -1 and not down["changed"]
     base = server(key=KEY)
     up = run_module(vllm_models_info, {"url": base, "api_key": KEY}, check_mode=True)
-    assert up["up"] and up["models"] == ["laguna-s-fp8"] and up["url"] == base + "/v1/models"
+    assert up["up"] and up["models"] == [SERVED_MODEL] and up["url"] == base + "/v1/models"
     assert KEY not in json.dumps(up)
     wrong = run_module(vllm_models_info, {"url": base, "api_key": "sk-wrong"})
     assert wrong["status"] == 401 and "refused the API key" in wrong["detail"] and "sk-wrong" not in json.dumps(wrong)
