@@ -1,18 +1,15 @@
 """known_hosts: parsing (plain, hashed, markers), fingerprints as ssh-keygen prints them, the pin
 plan (add, keep, a changed key refused or replaced), and the ssh_known_hosts_pin module's file
 handling (check mode, diff, mode and idempotence); the filter that builds the pairs from hostvars."""
-import json
 import os
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import known_hosts as kh
 from ansible_collections.laguna.spark.plugins.modules import ssh_known_hosts_pin
 
-from helpers.collection import collections_path
+from helpers.filters import run_filter
 
 NAME = "10.89.77.12"
 
@@ -163,34 +160,12 @@ def test_the_pair_builder_drops_repeats_and_comments(keys):
     assert {p["host"] for p in pairs} == {"w"}
 
 
-def run_filter(calls):
-    """known_host_pairs(*args) for each args in ``calls``, in a Python of its own: importing a
-    controller plugin (ansible.errors) switches module warnings to the controller's display for the
-    rest of the process, which the in-process module tests here rely on. [result or error text]."""
-    script = textwrap.dedent("""
-        import json, sys
-        sys.path.insert(0, sys.argv[1])
-        from ansible_collections.laguna.spark.plugins.filter.known_host_pairs import FilterModule
-        pairs = FilterModule().filters()["known_host_pairs"]
-        out = []
-        for args in json.loads(sys.stdin.read()):
-            try:
-                out.append(pairs(*args))
-            except Exception as exc:  # pylint: disable=broad-except
-                out.append("%s: %s" % (type(exc).__name__, exc))
-        print(json.dumps(out))
-        """)
-    proc = subprocess.run([sys.executable, "-c", script, collections_path()], input=json.dumps(calls),
-                          capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout)
-
-
 def test_the_filter_reads_only_the_peers_addresses_and_keys(keys):
     hostvars = {"head": {"laguna_roce_ip": "10.89.77.11", "ssh_mesh_hostkeys": [keys["ecdsa"][0]]},
                 "worker": {"laguna_roce_ip": NAME, "ansible_host": "laguna-worker",
                            "ssh_mesh_hostkeys": [keys["old"][0]], "vllm_serve_api_key": "secret"},
                 "fresh": {"laguna_roce_ip": "10.89.77.13", "ansible_host": "fresh"}}
-    pairs, no_host, unknown = run_filter([
+    pairs, no_host, unknown = run_filter("known_host_pairs", "known_host_pairs", [
         [["worker", "fresh"], hostvars, ["ansible_host"]],  # fresh has no host key yet
         [["head"], hostvars, ["ansible_host"]],
         [["nope"], hostvars]])
