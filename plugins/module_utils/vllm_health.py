@@ -78,10 +78,10 @@ def models(base_url, timeout, opener=open_url, api_key=None):
         if not isinstance(status, int):
             return {"up": False, "status": -1, "models": [], "detail": str(getattr(exc, "reason", exc))}
         detail = (vllm_client.unauthorized_message(url, api_key) if status == 401
-                  else "HTTP %d: %s" % (status, getattr(exc, "reason", exc)))
+                  else "HTTP %s: %s" % (status, getattr(exc, "reason", exc)))
         return {"up": False, "status": status, "models": [], "detail": detail}
     if status != 200:
-        return {"up": False, "status": status, "models": [], "detail": "HTTP %d" % status}
+        return {"up": False, "status": status, "models": [], "detail": "HTTP %s" % status}
     try:
         data = json.loads(body.decode("utf-8")).get("data") or []
         ids = [entry.get("id") for entry in data if isinstance(entry, dict)]

@@ -74,7 +74,7 @@ detail:
   description: The HTTP status or the error seen (a 401 names the setting to fix, never the key).
   returned: always
   type: str
-  sample: "<urlopen error [Errno 111] Connection refused>"
+  sample: "[Errno 111] Connection refused"
 url:
   description: The URL asked.
   returned: always

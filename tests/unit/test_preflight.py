@@ -28,8 +28,8 @@ def test_the_driver_messages_name_the_version_or_why_it_is_unreadable():
 
 
 def test_staged_checkpoints_count_as_room_and_the_need_never_goes_below_zero():
-    assert preflight.space(30 * 10 ** 9, 100 * 10 ** 9, 122, "/m", "s") == {"ok": True, "needed": 22 * 10 ** 9,
-                                                                          "msg": "30.0 GB free"}
+    assert preflight.space(30 * 10 ** 9, 100 * 10 ** 9, 122, "/m", "s") == {
+        "ok": True, "needed": 22 * 10 ** 9, "msg": "30.0 GB free"}
     assert preflight.space(0, 200 * 10 ** 9, 122, "/m", "s")["needed"] == 0
     short = preflight.space(21_950_000_000, 100_000_000_000, 122, "/home/spark/models/hf", "spark-2")
     assert not short["ok"] and short["msg"] == ("spark-2: 21.9 GB free for /home/spark/models/hf, 22.0 GB needed "
