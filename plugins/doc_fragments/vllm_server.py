@@ -28,3 +28,12 @@ attributes:
     platforms: posix
     description: Any POSIX host that can reach the server.
 """
+
+    # Modules whose only act is one GET request to the server.
+    ONE_GET = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    description: Only sends a GET request; the same result in check mode.
+"""

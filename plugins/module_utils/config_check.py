@@ -551,6 +551,51 @@ def exposure_warnings(config, secrets):
             "127.0.0.1 to keep the API to the head." % (host, config.get("laguna_api_port", 8000))]
 
 
+# What counts as a variable name in the collection's files (roles, playbooks,
+# templates): the laguna role's validation collects every match, and a
+# defined variable with a collection prefix that none of them is is unknown.
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]+")
+# Which of those files declare variables.
+SPEC_FILE = re.compile(r"/meta/argument_specs\.ya?ml$")
+
+
+def _unique(names):
+    seen, out = set(), []
+    for name in names:
+        if name not in seen:
+            seen.add(name)
+            out.append(name)
+    return out
+
+
+def mentioned_names(texts):
+    """Every NAME in ``texts``, once each, in the order first seen."""
+    return _unique(name for text in texts for name in NAME.findall(text or ""))
+
+
+def spec_option_names(documents):
+    """The option names of every entry point of every parsed argument_specs.yml, once each, in order."""
+    names = []
+    for document in documents or []:
+        if not isinstance(document, dict) or not isinstance(document.get("argument_specs"), dict):
+            raise ValueError("an argument_specs.yml without an argument_specs mapping")
+        for entry in document["argument_specs"].values():
+            names.extend(list((entry or {}).get("options") or {}))
+    return _unique(names)
+
+
+def sources(texts, load):
+    """What the laguna role's validation reads from the collection's files.
+
+    ``texts`` maps each file's path to its text, in the order to read them;
+    ``load`` parses YAML (the filter passes Ansible's own from_yaml). Returns
+    {"specs": [the parsed argument_specs.yml files], "spec_names": [every
+    declared variable], "known": [every NAME in any file]}.
+    """
+    specs = [load(text) for path, text in texts.items() if SPEC_FILE.search(path)]
+    return {"specs": specs, "spec_names": spec_option_names(specs), "known": mentioned_names(texts.values())}
+
+
 def has_prefix(name, prefixes=PREFIXES):
     return any(name.startswith(prefix + "_") for prefix in prefixes)
 

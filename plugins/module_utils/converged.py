@@ -195,6 +195,13 @@ def check(record, inputs_fingerprint, now, inputs_digests=None):
     return not reasons, reasons
 
 
+def everywhere(results):
+    """Whether the run may end on the fast path: every host's check result (the
+    laguna role's laguna_converged) says converged. A host without one, or
+    whose check failed or could not reach it, is not converged."""
+    return all(isinstance(result, dict) and bool(result.get("converged")) for result in results)
+
+
 def make_record(inputs_fingerprint, spec, evidence, inputs_digests=None):
     return {"format": FORMAT, "fingerprint": inputs_fingerprint, "spec": spec, "evidence": evidence,
             "digests": inputs_digests or {}}

@@ -227,3 +227,25 @@ def fix_ignore_config(config):
     new_config = json.loads(json.dumps(config))
     new_config["quantization_config"]["ignore"] = new_ignore
     return new_config, changes, unmatched
+
+
+def rebuild_reasons(report, card_text, source_repo, force=False):
+    """Why the draft_quant role rebuilds the W4A16 draft ([] when it keeps it).
+
+    ``report`` is the dflash_draft_info result of the existing output (ok,
+    quantized_layers), ``card_text`` its README.md (empty when there is none):
+    a draft that does not load, has no quantized layer, or whose model card
+    does not name ``source_repo`` as its base_model is rebuilt, and so is any
+    draft with ``force``.
+    """
+    report = report or {}
+    reasons = []
+    if force:
+        reasons.append("draft_quant_force is true")
+    if not report.get("ok"):
+        reasons.append("the existing draft does not load as vLLM 0.25.1 would load it (or there is none)")
+    if not report.get("quantized_layers"):
+        reasons.append("the existing draft has no quantized layer")
+    if ("base_model: %s" % source_repo) not in (card_text or ""):
+        reasons.append("its model card does not name %s as its base_model" % source_repo)
+    return reasons

@@ -160,6 +160,27 @@ def twin_addresses(roce_ip, prefix, explicit=None):
                   key=ipaddress.IPv4Address)
 
 
+def cluster_nodes(hosts, hostvars, default_prefix=24):
+    """The firewall role's ``cluster`` (firewall_cluster): one entry per node, as cluster_sources() takes it.
+
+    ``hostvars`` maps each host to its variables (the play's hostvars): the
+    management address is its ``ansible_host`` (the host name when unset,
+    resolved on the node), ``roce_ip`` its ``laguna_roce_ip`` ("" when
+    unset), ``roce_prefix`` its ``fabric_prefix`` (``default_prefix`` when
+    unset) and ``twin_addresses`` its ``fabric_twin_addresses`` ([] when
+    unset), as the fabric role plans its twins. Only those variables are read.
+    """
+    out = []
+    for host in hosts or []:
+        node = hostvars[host]
+        out.append({"name": host,
+                    "addresses": [str(node["ansible_host"] if "ansible_host" in node else host)],
+                    "roce_ip": str(node["laguna_roce_ip"] if "laguna_roce_ip" in node else ""),
+                    "roce_prefix": int(node["fabric_prefix"] if "fabric_prefix" in node else default_prefix),
+                    "twin_addresses": node["fabric_twin_addresses"] if "fabric_twin_addresses" in node else []})
+    return out
+
+
 def cluster_sources(cluster, roce_prefix=24, getaddrinfo=socket.getaddrinfo):
     """ip_networks of every cluster node's addresses.
 

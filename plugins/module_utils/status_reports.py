@@ -3,8 +3,11 @@
 # Apache-2.0
 """The read-only reports of the staging, ray_cluster and vllm_serve roles
 (facts staging_report, ray_cluster_report, vllm_serve_report), built from what
-their status tasks read. Pure functions: the module status_report calls them
-and the unit tests test them."""
+their status tasks read, and of the linger and vllm_patch roles (facts
+linger_report, vllm_patch_report). Pure functions: the module status_report
+calls the first three, the filters linger_report and vllm_patch_report the
+other two (both on the controller, from results the status tasks have), and
+the unit tests test them."""
 
 from __future__ import annotations
 
@@ -144,3 +147,31 @@ def vllm_serve(unit_name, unit_state, url, served_model_name, models=None, specu
     return {"ok": not problems, "unit": unit_state, "models": names, "url": url,
             "draft_tokens": spec.get("draft_tokens"), "accepted_tokens": spec.get("accepted_tokens"),
             "acceptance_rate": spec.get("acceptance_rate"), "problems": problems}
+
+
+def linger(rc, stdout, stderr, user):
+    """linger_report from `loginctl show-user <user> --property=Linger --value`: {ok, linger, problems}.
+
+    ``linger`` is what loginctl says (yes/no), or "unknown (<its error>)" when
+    it failed; lingering is on only on a "yes".
+    """
+    said = (stdout or "").strip()
+    ok = rc == 0 and said == "yes"
+    return {"ok": ok,
+            "linger": said if rc == 0 else "unknown (%s)" % (stderr or "").strip(),
+            "problems": [] if ok else ["Linger is not enabled for %s" % user]}
+
+
+NOT_PATCHED = "laguna_dflash.py is not patched (run --tags vllm_patch)"
+
+
+def vllm_patch(result):
+    """vllm_patch_report from a check-mode laguna_dflash_patch result: {ok, path, problems}.
+
+    Guarded (patch_state already_patched) is ok; anything else is a problem,
+    the module's own message when it has one.
+    """
+    result = result or {}
+    ok = result.get("patch_state") == "already_patched"
+    return {"ok": ok, "path": result.get("path", ""),
+            "problems": [] if ok else [result.get("msg", NOT_PATCHED)]}

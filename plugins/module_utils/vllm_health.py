@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""Tell a hung vLLM from one that is down or still starting.
+"""Tell a hung vLLM from one that is down or still starting; read what it serves.
 
 vLLM's API server listens only once the engine is up, so while the weights
 load a probe is refused. A process that is stopped (SIGSTOP) or wedged still
@@ -16,11 +16,12 @@ does, and a 401 says which setting is missing.
 from __future__ import annotations
 
 import errno
+import json
 import socket
 import time
 
 from ansible.module_utils.urls import open_url
-from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils import vllm_client, vllm_log
 
 HEALTHY, HUNG, DOWN, UNHEALTHY = "healthy", "hung", "down", "unhealthy"
 
@@ -56,3 +57,51 @@ def probe(url, timeout, opener=open_url, api_key=None):
         detail = (vllm_client.unauthorized_message(url, api_key) if status == 401
                   else str(getattr(exc, "reason", exc)))
     return state, status, round(time.monotonic() - start, 3), detail
+
+
+def models(base_url, timeout, opener=open_url, api_key=None):
+    """What GET <base_url>/v1/models says: {"up", "status", "models", "detail"}.
+
+    ``up`` is HTTP 200 (the server lists its models: the engine is loaded);
+    ``models`` the ids it lists. Nothing answering (refused, timed out) is
+    status -1 and not up; any other status is not up either, with the
+    reason in ``detail`` (a 401 names the key setting). Never raises for an
+    unanswered request: a server still loading is an outcome, not an error.
+    """
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        response = opener(url, method="GET", timeout=timeout, validate_certs=False,
+                          headers=vllm_client.headers(api_key))
+        status, body = response.getcode(), response.read()
+    except Exception as exc:  # open_url raises URLError, HTTPError, socket errors
+        status = getattr(exc, "code", None)
+        if not isinstance(status, int):
+            return {"up": False, "status": -1, "models": [], "detail": str(getattr(exc, "reason", exc))}
+        detail = (vllm_client.unauthorized_message(url, api_key) if status == 401
+                  else "HTTP %s: %s" % (status, getattr(exc, "reason", exc)))
+        return {"up": False, "status": status, "models": [], "detail": detail}
+    if status != 200:
+        return {"up": False, "status": status, "models": [], "detail": "HTTP %s" % status}
+    try:
+        data = json.loads(body.decode("utf-8")).get("data") or []
+        ids = [entry.get("id") for entry in data if isinstance(entry, dict)]
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return {"up": True, "status": status, "models": [], "detail": "HTTP 200, but not a model list"}
+    return {"up": True, "status": status, "models": ids, "detail": "HTTP 200"}
+
+
+def down_message(url, waited, unit, active_state, result, journal_lines, tensor_parallel_size, keep=15):
+    """Why the API at ``url`` did not list its models within ``waited`` seconds, for the failure.
+
+    Names the unit's state; when vLLM's log says it waits for a placement
+    group, the cause (Ray lacks GPUs: a worker raylet is down, most often
+    because lingering is off) and the fix; then the last ``keep`` log lines.
+    """
+    hint = ""
+    if vllm_log.waits_for_placement_group(journal_lines):
+        hint = ("vLLM is waiting for a placement group: Ray lacks the GPUs for TP %s. Is a worker raylet down "
+                "(lingering off, so it died with its SSH session)? Check `ray status` and rerun "
+                "--tags linger,ray_cluster. " % tensor_parallel_size)
+    last = list(journal_lines or [])[-keep:] if keep else []
+    return "%s/v1/models did not answer within %ss; %s is %s/%s. %sLast log lines: %s" % (
+        url, waited, unit, active_state, result, hint, " | ".join(last))

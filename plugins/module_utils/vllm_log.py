@@ -7,6 +7,7 @@ vLLM writes (format strings in its source, checked by tests/conformance):
   v1/core/kv_cache_utils.py   "GPU KV cache size: %s tokens"               (f"{n:,}")
                               "Maximum concurrency for %s tokens per request: %.2fx"
   .../compressed_tensors_wNa16.py  "Using %s for CompressedTensorsWNA16"   (kernel class name)
+  v1/executor/ray_utils.py    "Waiting for creating a placement group of specs for %d seconds. ..."
 each behind vLLM's prefix "INFO 12-03 06:43:10 [kv_cache_utils.py:2146] ",
 and, read from the journal, behind journald's "Dec 03 06:43:10 host vllm[123]: ".
 Only the message part is matched, anywhere in the line.
@@ -30,6 +31,11 @@ LINEAR_KERNEL = re.compile(r"Using (?P<kernel>\w+Kernel) for (?P<scheme>\w+)")
 # For a select('search', ...) over journal lines: any of the three.
 ANY = r"GPU KV cache size: |Maximum concurrency for \S+ tokens per request: |Using \w+Kernel for \w+"
 
+# vllm/v1/executor/ray_utils.py, logged every 10 s, 20 s, 40 s... while Ray
+# cannot place the engine's bundles (too few GPUs in the cluster: a worker
+# raylet is down). Only the start of the message is read.
+PLACEMENT_GROUP_WAIT = "Waiting for creating a placement group"
+
 
 def _int(text):
     return int(text.replace(",", ""))
@@ -48,6 +54,11 @@ def parse_line(line):
     if match:
         return {"kernel": match.group("kernel"), "scheme": match.group("scheme")}
     return None
+
+
+def waits_for_placement_group(lines):
+    """Whether vLLM logged that it waits for Ray to place its engine (PLACEMENT_GROUP_WAIT)."""
+    return any(PLACEMENT_GROUP_WAIT in (line or "") for line in lines or [])
 
 
 def parse(lines):

@@ -114,10 +114,10 @@ author:
 EXAMPLES = r"""
 - name: Check the variables of this host
   laguna.spark.config_check:
-    specs: "{{ laguna_config_specs }}"
+    specs: "{{ laguna_config_sources.specs }}"
     values: "{{ dict(laguna_config_names | zip(query('ansible.builtin.vars', *laguna_config_names))) }}"
     defined: "{{ query('ansible.builtin.varnames', '.') }}"
-    known: "{{ laguna_config_known }}"
+    known: "{{ laguna_config_sources.known }}"
     head_hosts: "{{ groups['spark_head'] }}"
     roce_ips: "{{ dict(laguna_cluster_hosts | zip(laguna_cluster_hosts | map('extract', hostvars, 'laguna_roce_ip'))) }}"
     nodes: "{{ laguna_cluster_hosts | length }}"

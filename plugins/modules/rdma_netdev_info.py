@@ -137,6 +137,14 @@ gid_checks:
   returned: success
   type: list
   elements: dict
+gid_indexes:
+  description:
+    - The RV(gid_checks)' C(wanted_index) of every twin, same order (the RoCE v2 GID index that maps its
+      address; null for a twin without one); empty when O(check_gids) is false.
+  returned: success
+  type: list
+  elements: int
+  sample: [3, 3]
 nccl_env:
   description: NCCL variables for the twins (NCCL_IB_HCA, and NCCL_IB_GID_INDEX or NCCL_IB_ADDR_RANGE as the policy needs).
   returned: success
@@ -191,13 +199,13 @@ def main():
         hcas=[d["name"] for d in twins], netdevs=[d["netdev"] for d in twins],
         addresses=addresses, hardware=all(d["pci"] for d in twins),
         netplan=fabric.render_netplan(twins, addresses, p["mtu"], p["renderer"]),
-        gid_policy=None, gid_checks=[], nccl_env={"NCCL_IB_HCA": fabric.nccl_ib_hca(twins)},
+        gid_policy=None, gid_checks=[], gid_indexes=[], nccl_env={"NCCL_IB_HCA": fabric.nccl_ib_hca(twins)},
     )
     if note:
         result["note"] = note
     if p["check_gids"]:
         policy, env, checks = fabric.choose_gid_policy(p["sysfs_infiniband"], twins, addresses, p["gid_policy"])
-        result.update(gid_policy=policy, gid_checks=checks)
+        result.update(gid_policy=policy, gid_checks=checks, gid_indexes=[c["wanted_index"] for c in checks])
         if policy is None:
             module.fail_json(
                 msg="No GID policy (%s) gives NCCL the RoCE v2 GID of each twin's address: %s"

@@ -31,11 +31,8 @@ options:
     description: Seconds to wait for the answer.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-    description: Only sends a GET request; the same result in check mode.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.vllm_server]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.vllm_server,
+                                  laguna.spark.vllm_server.one_get]
 author:
   - laguna-spark developers (!UNKNOWN)
 """

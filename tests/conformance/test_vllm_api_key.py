@@ -24,6 +24,7 @@ from http.server import ThreadingHTTPServer
 import pytest
 
 from _conformance import ROOT, run_in_venv
+from helpers.constants import SERVED_MODEL
 
 STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
 RIGHT, SECOND, WRONG = "sk-laguna-right", "sk-laguna-second", "sk-laguna-wrong"
@@ -145,7 +146,7 @@ def standin_servers(cli):
     """{number of keys: base URL} of in-process stand-ins serving with those keys."""
     servers, urls = [], {}
     for tokens in TOKEN_SETS:
-        engine = cli.Engine("laguna-s-fp8", None, 4096)
+        engine = cli.Engine(SERVED_MODEL, None, 4096)
         server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine, tokens))
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -158,7 +159,7 @@ def standin_servers(cli):
 
 
 def _request(url, method, authorization):
-    body = json.dumps({"model": "laguna-s-fp8", "messages": [{"role": "user", "content": "hi"}],
+    body = json.dumps({"model": SERVED_MODEL, "messages": [{"role": "user", "content": "hi"}],
                        "prompt": "hi", "max_tokens": 1}).encode() if method == "POST" else None
     request = urllib.request.Request(url, data=body, method=method)
     if body is not None:

@@ -18,6 +18,7 @@ import os
 import pytest
 
 from _conformance import MODELS
+from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 
 
 def _ok(case):
@@ -44,11 +45,11 @@ def test_parsed_values_are_the_recipes(probe, head):
     args = probe["cases"]["rendered"]["args"]
     vars_ = head["vars"]
     assert args["model"] == vars_["laguna_model_path"]
-    assert args["served_model_name"] == ["laguna-s-fp8"]
+    assert args["served_model_name"] == [SERVED_MODEL]
     assert args["distributed_executor_backend"] == "ray"
     assert args["tensor_parallel_size"] == 2
     assert args["enforce_eager"] is True
-    assert args["max_model_len"] == 262144
+    assert args["max_model_len"] == MAX_MODEL_LEN
     assert args["gpu_memory_utilization"] == 0.85
     assert args["kv_cache_memory_bytes"] == 5368709120
     assert args["max_num_seqs"] == 2 and args["max_num_batched_tokens"] == 8192
@@ -63,9 +64,9 @@ def test_engine_config_has_the_dflash_speculative_config(probe):
     assert config["quantization"] == "fp8"
     assert config["tensor_parallel_size"] == 2
     assert config["distributed_executor_backend"] == "ray"
-    assert config["enforce_eager"] is True and config["max_model_len"] == 262144
+    assert config["enforce_eager"] is True and config["max_model_len"] == MAX_MODEL_LEN
     assert config["kv_cache_memory_bytes"] == 5368709120
-    assert config["served_model_name"] == "laguna-s-fp8"
+    assert config["served_model_name"] == SERVED_MODEL
     spec = config["speculative"]
     assert spec["method"] == "dflash" and spec["num_speculative_tokens"] == 6
     assert spec["model"] == os.path.join(MODELS, "Laguna-S-2.1-DFlash-W4A16")

@@ -20,12 +20,13 @@ import pytest
 import yaml
 
 from _conformance import ROOT
+from helpers.constants import KV_CACHE_TOKENS, MAX_CONCURRENCY, MAX_MODEL_LEN
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_log
 
 # anchor -> (file under vllm/ expected to hold it, the recipe's values in call order)
 MESSAGES = {
-    "kv_tokens": ("GPU KV cache size", "v1/core/kv_cache_utils.py", [273095]),
-    "concurrency": ("Maximum concurrency for", "v1/core/kv_cache_utils.py", [262144, 273095 / 262144.0]),
+    "kv_tokens": ("GPU KV cache size", "v1/core/kv_cache_utils.py", [KV_CACHE_TOKENS]),
+    "concurrency": ("Maximum concurrency for", "v1/core/kv_cache_utils.py", [MAX_MODEL_LEN, KV_CACHE_TOKENS / float(MAX_MODEL_LEN)]),
     "marlin": ("for CompressedTensorsWNA16",
                "model_executor/layers/quantization/compressed_tensors/schemes/compressed_tensors_wNa16.py",
                ["MarlinLinearKernel"]),
@@ -101,7 +102,7 @@ def test_marlin_kernel_class_exists_in_vllm(vllm_src):
 def test_vllm_log_module_reads_them(lines, journal):
     picked = [lines[key][1 if journal else 0] for key in ("kv_tokens", "concurrency", "marlin")]
     assert vllm_log.parse(picked) == {
-        "kv_cache_tokens": 273095, "max_concurrency": 1.04, "max_concurrency_tokens": 262144,
+        "kv_cache_tokens": KV_CACHE_TOKENS, "max_concurrency": MAX_CONCURRENCY, "max_concurrency_tokens": MAX_MODEL_LEN,
         "kernels": {"CompressedTensorsWNA16": "MarlinLinearKernel"}}
     assert all(re.search(vllm_log.ANY, line) for line in picked)
 
@@ -109,8 +110,8 @@ def test_vllm_log_module_reads_them(lines, journal):
 def test_benchmark_reader_reads_them(lines):
     picked = [lines[k][1] for k in ("kv_tokens", "concurrency", "marlin")]
     result = vllm_log.report(picked + ["Dec 03 06:43:11 spark-1 vllm[4242]: INFO Using the default sampler"])
-    assert result["kv_cache_tokens"] == 273095
-    assert (result["max_concurrency"], result["max_concurrency_tokens"]) == (1.04, 262144)
+    assert result["kv_cache_tokens"] == KV_CACHE_TOKENS
+    assert (result["max_concurrency"], result["max_concurrency_tokens"]) == (MAX_CONCURRENCY, MAX_MODEL_LEN)
     assert result["kernels"] == [{"kernel": "MarlinLinearKernel", "scheme": "CompressedTensorsWNA16"}]
     assert result["lines"] == picked
 
@@ -133,7 +134,7 @@ def test_standin_lines_have_vllms_shape(lines, capsys):
         from vllm.entrypoints import cli
     finally:
         sys.path.remove(standin)
-    cli.log_kv_cache(5368709120, 262144)
+    cli.log_kv_cache(5368709120, MAX_MODEL_LEN)
     cli.log_draft_kernel()
     got = capsys.readouterr().err.splitlines()
     assert len(got) == 3
@@ -142,7 +143,7 @@ def test_standin_lines_have_vllms_shape(lines, capsys):
         assert prefix.match(line), line
         # The message is exactly what vLLM renders for the recipe's values.
         assert prefix.sub("", line) == prefix.sub("", lines[key][0])
-    assert vllm_log.parse(got)["kv_cache_tokens"] == 273095
+    assert vllm_log.parse(got)["kv_cache_tokens"] == KV_CACHE_TOKENS
 
 
 def test_the_standins_further_lines_leave_the_readers_answer_as_it_was(lines, capsys):
@@ -174,3 +175,20 @@ def test_the_standins_further_lines_leave_the_readers_answer_as_it_was(lines, ca
     assert vllm_log.parse(got) == vllm_log.parse(got[3:]) == vllm_log.parse([lines[k][0] for k in
                                                                              ("kv_tokens", "concurrency", "marlin")])
     assert vllm_log.report(got)["lines"] == got[3:]
+
+
+def test_the_placement_group_wait_is_read_from_vllms_own_line(vllm_src):
+    """vllm_serve's verify explains an API that never came up by vLLM's "Waiting for creating a
+    placement group" (vllm_log.PLACEMENT_GROUP_WAIT): vLLM 0.25.1 logs it while Ray cannot place
+    the engine, and the stand-in logs the same message."""
+    fmt, arg_nodes, lineno = find_log_call(vllm_src, vllm_log.PLACEMENT_GROUP_WAIT, "v1/executor/ray_utils.py")
+    assert fmt.startswith(vllm_log.PLACEMENT_GROUP_WAIT + " of specs for %d seconds. specs=%s.")
+    message = fmt % tuple(render_arg(n, v) for n, v in zip(arg_nodes, [10, [{"GPU": 1.0}] * 2]))
+    line = vllm_prefix(vllm_src, "ray_utils.py", lineno) + message
+    assert vllm_log.waits_for_placement_group(["INFO Loading weights", "Dec 03 06:43:10 spark-1 vllm[4242]: " + line])
+    path = os.path.join(ROOT, "tests", "doubles", "vllm_standin", "vllm", "v1", "executor", "ray_executor_v2.py")
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    standin = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+               and [getattr(t, "id", None) for t in node.targets] == ["PG_WAITING"]]
+    assert standin == [fmt], "the stand-in's placement group line differs from vLLM's"

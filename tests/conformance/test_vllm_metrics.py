@@ -18,6 +18,7 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, prometheus
 from _conformance import METRICS_DRAFTS, ROOT
+from helpers.constants import MAX_MODEL_LEN
 
 STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
 _TYPE = re.compile(r"^# TYPE (\S+) (\S+)$")
@@ -58,7 +59,7 @@ def standin_text(real, head):
         sys.path.remove(STANDIN)
     observed = real["observed"]
     engine = cli.Engine(head["vars"]["vllm_serve_served_model_name"],
-                        {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144)
+                        {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, MAX_MODEL_LEN)
     engine.counters.update(drafts=observed["num_drafts"], draft_tokens=observed["num_draft_tokens"],
                            accepted=observed["num_accepted_tokens"],
                            accepted_per_pos=list(observed["num_accepted_tokens_per_pos"]))

@@ -3,7 +3,6 @@ import getpass
 import os
 import select
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,7 +11,8 @@ import urllib.request
 import ansible_runner
 import pytest
 
-from helpers import DOUBLES, ROOT  # noqa: F401  (re-exported for `from conftest import ...`)
+from helpers import DOUBLES, ROOT, free_port  # noqa: F401  (re-exported for `from conftest import ...`)
+from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 from helpers.collection import collections_path
 from helpers.sysfs import spark
 
@@ -71,12 +71,6 @@ def runner(tmp_path):
     return Runner(tmp_path)
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_for_line(proc, line, timeout):
     """(True, text) once proc's stderr has a line ending in ``line``; (False, text) at its end or
     the timeout. Reads the pipe unbuffered, so nothing read stays hidden in a buffer."""
@@ -118,8 +112,8 @@ def standin_vllm(tmp_path):
             port = free_port()
             proc = subprocess.Popen(
                 [sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--host", "127.0.0.1",
-                 "--port", str(port), "--served-model-name", "laguna-s-fp8", "--enforce-eager",
-                 "--distributed-executor-backend", "mp", "--max-model-len", "262144",
+                 "--port", str(port), "--served-model-name", SERVED_MODEL, "--enforce-eager",
+                 "--distributed-executor-backend", "mp", "--max-model-len", str(MAX_MODEL_LEN),
                  # the collection's share (vLLM's default 0.92 fails the stand-in GPU's memory check)
                  "--gpu-memory-utilization", "0.85",
                  "--speculative-config", '{"method": "dflash", "model": "%s", "num_speculative_tokens": 6}' % draft],

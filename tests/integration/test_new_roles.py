@@ -1,5 +1,6 @@
 """The venv and fabric roles on localhost: pip from a local index, netplan generate on the rendered file."""
 import getpass
+import json
 import os
 import re
 import shutil
@@ -177,3 +178,50 @@ def test_ctrl_c_during_the_pip_install_leaves_no_second_install(runner, tmp_path
     assert not interrupt.processes(pip) and all(not os.path.exists("/proc/%d" % pid) for pid in orphans)
     third = runner.include_role("venv", extra)
     assert third.rc == 0 and third.stats["changed"].get("localhost", 0) == 0, third.text
+
+
+def _fabric_env(runner, tmp_path, extravars):
+    """Run the fabric_env role; its facts (fabric_env_vars, _gid_index, _start_env_script) as written to a file."""
+    out = tmp_path / "fabric_env.json"
+    result = runner.run(
+        "    - ansible.builtin.include_role:\n        name: laguna.spark.fabric_env\n"
+        "    - ansible.builtin.copy:\n        dest: %s\n        mode: '0644'\n"
+        "        content: '{{ {\"vars\": fabric_env_vars, \"gid_index\": fabric_env_gid_index,"
+        " \"script\": fabric_env_start_env_script} | to_json }}'\n" % out,
+        dict({"laguna_model_path": "/m", "laguna_draft_path": "/d", "laguna_cuda_home": "/opt/cuda",
+              "laguna_venv": "/v", "laguna_home": "/h"}, **extravars))
+    assert result.rc == 0, result.text
+    return json.loads(out.read_text())
+
+
+def test_fabric_env_builds_the_services_environment_and_resolves_only_a_pinned_index_at_start(runner, tmp_path):
+    # Both twins carry their own address: NCCL's own per-device choice is right, no index is pinned,
+    # so a persistent unit has nothing to resolve at its start.
+    facts = _fabric_env(runner, tmp_path, {"fabric_env_extra": {"NCCL_DEBUG": "INFO", "CUDA_HOME": "/other"}})
+    assert facts["vars"] == {
+        "NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "enp1s0f1np1", "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
+        "VLLM_HOST_IP": "127.0.0.1", "CUDA_HOME": "/other", "RAY_memory_monitor_refresh_ms": "0",
+        "PATH": "/v/bin:/h/.local/bin:/opt/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "NCCL_IB_HCA": "=rocep1s0f1:1,roceP2p1s0f1:1", "NCCL_DEBUG": "INFO"}
+    assert facts["gid_index"] == 3 and facts["script"] is None
+    # One twin whose address comes after an older one (molecule's worker): one index is pinned,
+    # and the start script resolves it anew at each start.
+    root = make_port(tmp_path / "pinned", {2: (mapped("10.0.0.7"), "RoCE v1"), 3: (mapped("10.0.0.7"), "RoCE v2"),
+                                           4: (mapped("127.0.0.1"), "RoCE v1"), 5: (mapped("127.0.0.1"), "RoCE v2")})
+    facts = _fabric_env(runner, tmp_path, {"laguna_sysfs_infiniband": root, "fabric_min_twins": 1})
+    assert facts["vars"]["NCCL_IB_GID_INDEX"] == "5" and facts["gid_index"] == 5
+    assert facts["script"] and "NCCL_IB_GID_INDEX=" in facts["script"]
+
+
+def test_the_firewall_role_reads_the_cluster_from_the_inventory(runner, tmp_path):
+    """firewall_cluster (the role's vars, filter firewall_cluster) from real hostvars: the host's name
+    when it has no ansible_host, its RoCE address, the prefix the play gives (fabric_prefix)."""
+    out = tmp_path / "cluster.json"
+    result = runner.run(
+        "    - ansible.builtin.include_role:\n        name: laguna.spark.firewall\n        public: true\n"
+        "    - ansible.builtin.copy:\n        dest: %s\n        mode: '0644'\n"
+        "        content: '{{ firewall_cluster | to_json }}'\n" % out,
+        {"firewall_enabled": False, "fabric_prefix": 30, "laguna_model_path": "/m", "laguna_draft_path": "/d"})
+    assert result.rc == 0, result.text
+    assert json.loads(out.read_text()) == [{"name": "localhost", "addresses": ["localhost"], "roce_ip": "127.0.0.1",
+                                            "roce_prefix": 30, "twin_addresses": []}]

@@ -1,4 +1,5 @@
 """vllm_serve's verification (API wait, smoke test, acceptance) against a stand-in server."""
+from helpers.constants import SERVED_MODEL
 
 
 def verify(runner, **extravars):
@@ -32,7 +33,7 @@ def test_a_wrong_served_model_name_is_reported(runner, standin_vllm):
     port = standin_vllm(acceptance=0.75)
     result = verify(runner, laguna_api_port=port, vllm_serve_served_model_name="other")
     assert result.rc != 0
-    assert "serves laguna-s-fp8, not other" in result.text
+    assert "serves %s, not other" % SERVED_MODEL in result.text
 
 
 def test_the_smoke_test_is_the_recipes_and_checks_the_answer(runner, standin_vllm):

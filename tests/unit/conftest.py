@@ -9,6 +9,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from helpers import DOUBLES, FIXTURES, ROOT, STANDIN_DFLASH  # noqa: F401  (re-exported for `from conftest import ...`)
 from helpers.collection import collections_path
+from helpers.constants import MAX_MODEL_LEN
 
 collections_path()  # ansible_collections.laguna.spark: the installed copy
 # Older tests import these from here; new ones import them from helpers.
@@ -73,7 +74,7 @@ def standin_server():
     def start(acceptance=0.75, spec=True, name="laguna-s-2.1", rate=2000):
         os.environ["LAGUNA_STANDIN_ACCEPTANCE"] = str(acceptance)
         os.environ["LAGUNA_STANDIN_TOKENS_PER_S"] = str(rate)
-        engine = cli.Engine(name, {"method": "dflash", "model": "/d", "num_speculative_tokens": 6} if spec else None, 262144)
+        engine = cli.Engine(name, {"method": "dflash", "model": "/d", "num_speculative_tokens": 6} if spec else None, MAX_MODEL_LEN)
         server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine))
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()

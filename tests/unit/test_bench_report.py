@@ -7,6 +7,7 @@ from PIL import Image
 
 from ansible_collections.laguna.spark.plugins.module_utils import bench_report, bench_stats
 from ansible_collections.laguna.spark.plugins.modules import bench_report as bench_report_module
+from helpers.constants import KV_CACHE_TOKENS, SERVED_MODEL
 
 STANDIN = "0.0.0+laguna.standin"
 MEMINFO = "MemTotal:       127535104 kB\nMemAvailable:   %d kB\n"
@@ -21,7 +22,7 @@ def decode(values, per_position=None, k=None, version=STANDIN):
             {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "per_position": {}},
             {"drafts": drafts, "draft_tokens": drafts * k, "accepted_tokens": sum(per_pos.values()),
              "per_position": per_pos})
-    return {"model": "laguna-s-fp8", "server_version": version, "prompt_tokens": 2048, "prompt_exact": True,
+    return {"model": SERVED_MODEL, "server_version": version, "prompt_tokens": 2048, "prompt_exact": True,
             "completion_tokens": 512, "decode_tok_s_stats": bench_stats.summary(values),
             "ttft_s_stats": bench_stats.summary([0.7, 0.71]), "spec": spec,
             "runs": [{"decode_tok_s": v, "ttft_s": 0.7} for v in values]}
@@ -41,7 +42,7 @@ def ttft(target, values=None, skipped=None):
 @pytest.fixture
 def raw():
     return {
-        "generated_at": "2026-12-03T10:00:00Z", "model": "laguna-s-fp8",
+        "generated_at": "2026-12-03T10:00:00Z", "model": SERVED_MODEL,
         "hosts": {"head": "spark-1", "workers": ["spark-2"]},
         "configured": {"speculative": True, "k": 6},
         "settings": {"prompt_tokens": 2048, "max_tokens": 512, "runs": 3, "warmup": 2},
@@ -85,7 +86,7 @@ def test_build_normalizes_and_derives(raw):
     assert k2["prompts"][0]["first_difference"] == 2
     assert identity["configs"][1]["all_identical"]
     assert [(m["host"], round(m["used_gib"], 1)) for m in report["memory"]] == [("spark-1", 81.0), ("spark-2", 74.0)]
-    assert report["vllm_log"]["kv_cache_tokens"] == 273095
+    assert report["vllm_log"]["kv_cache_tokens"] == KV_CACHE_TOKENS
     json.dumps(report)  # serializable as is
 
 
@@ -133,7 +134,7 @@ def test_markdown_of_a_real_run_has_no_standin_mark(raw):
     report = bench_report.build(real)
     text = bench_report.markdown(report)
     assert not report["standin"]
-    assert text.splitlines()[0] == "# Laguna-S 2.1 FP8 benchmark: laguna-s-fp8 on spark-1, spark-2"
+    assert text.splitlines()[0] == "# Laguna-S 2.1 FP8 benchmark: %s on spark-1, spark-2" % SERVED_MODEL
     assert "stand-in" not in text.lower()
     assert "| figure | recipe | this run |" in text
 

@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
 from ansible_collections.laguna.spark.plugins.modules import vllm_bench
 from helpers import DOUBLES
+from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 
 sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
 from vllm.entrypoints import cli, speed_model  # noqa: E402
@@ -19,18 +20,18 @@ SPEED_VARS = ("LAGUNA_STANDIN_TOKENS_PER_S", "LAGUNA_STANDIN_DRAFT_COST", "LAGUN
 
 @pytest.fixture
 def standin(monkeypatch):
-    """start(k, max_model_len=262144, **env) -> (base URL, engine) of an in-process stand-in."""
+    """start(k, max_model_len=MAX_MODEL_LEN, **env) -> (base URL, engine) of an in-process stand-in."""
     from http.server import ThreadingHTTPServer
 
     servers = []
 
-    def start(k, max_model_len=262144, **env):
+    def start(k, max_model_len=MAX_MODEL_LEN, **env):
         for key in SPEED_VARS:
             monkeypatch.delenv(key, raising=False)
         for key, value in env.items():
             monkeypatch.setenv("LAGUNA_STANDIN_" + key, str(value))
         spec = {"method": "dflash", "model": "/d", "num_speculative_tokens": k} if k else None
-        engine = cli.Engine("laguna-s-fp8", spec, max_model_len)
+        engine = cli.Engine(SERVED_MODEL, spec, max_model_len)
         server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine))
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -78,15 +79,15 @@ def test_the_recipes_shape_in_the_speed_model():
 def test_tokenize_and_detokenize_like_vllm(standin):
     url, _engine = standin(6, max_model_len=4096)
     text = "def f(x):\n        return x + 1  # twelve"
-    raw = vllm_client.tokenize(url, "laguna-s-fp8", prompt=text, add_special_tokens=False)
+    raw = vllm_client.tokenize(url, SERVED_MODEL, prompt=text, add_special_tokens=False)
     assert set(raw) == {"count", "max_model_len", "tokens", "token_strs"}
     assert raw["count"] == len(raw["tokens"]) and raw["max_model_len"] == 4096
-    with_bos = vllm_client.tokenize(url, "laguna-s-fp8", prompt=text)
+    with_bos = vllm_client.tokenize(url, SERVED_MODEL, prompt=text)
     assert with_bos["tokens"] == [speed_model.SPECIAL["<s>"]] + raw["tokens"]
-    chat = vllm_client.tokenize(url, "laguna-s-fp8", messages=vllm_client.user(text))
+    chat = vllm_client.tokenize(url, SERVED_MODEL, messages=vllm_client.user(text))
     assert chat["count"] == raw["count"] + 4  # BOS, role, end, assistant
-    assert vllm_client.detokenize(url, "laguna-s-fp8", raw["tokens"]) == text
-    assert vllm_client.detokenize(url, "laguna-s-fp8", raw["tokens"][:5]) == "def f(x"
+    assert vllm_client.detokenize(url, SERVED_MODEL, raw["tokens"]) == text
+    assert vllm_client.detokenize(url, SERVED_MODEL, raw["tokens"][:5]) == "def f(x"
     with pytest.raises(vllm_client.ServerError, match="The model `other` does not exist"):
         vllm_client.tokenize(url, "other", prompt="x")
 
@@ -94,7 +95,7 @@ def test_tokenize_and_detokenize_like_vllm(standin):
 @pytest.mark.parametrize("target", [64, 2048, 5000])
 def test_exact_prompts_have_the_target_count(standin, target):
     url, _engine = standin(6)
-    prompt = vllm_client.exact_prompt(url, "laguna-s-fp8", target, salt="Run 1.\n")
+    prompt = vllm_client.exact_prompt(url, SERVED_MODEL, target, salt="Run 1.\n")
     assert prompt["exact"] and prompt["prompt_tokens"] == target
     assert prompt["content"].startswith("Run 1.\nReview the following Python module")
     answer = vllm_client.post_json(url + "/v1/chat/completions", {

@@ -269,3 +269,57 @@ def test_secrets_are_checked_but_never_returned_or_quoted(run_module):
     open_api = run_module(config_check, {"specs": DOCUMENTS, "values": {"vllm_serve_host": "0.0.0.0"},
                                          "running_unit": "laguna-vllm"})
     assert "without an API key" in json.dumps(open_api.get("warnings", []))
+
+
+# --- what the laguna role reads from the collection's files (filter config_sources) ---------------
+
+
+def _collection_texts():
+    """{path: text} of the role and playbook files, sorted by path, as the role's find + file lookup give them."""
+    paths = sorted(glob.glob(os.path.join(ROOT, "roles", "**", "*.y*ml"), recursive=True)
+                   + glob.glob(os.path.join(ROOT, "roles", "**", "*.j2"), recursive=True)
+                   + glob.glob(os.path.join(ROOT, "playbooks", "**", "*.yml"), recursive=True))
+    return dict((path, open(path).read().rstrip()) for path in paths)
+
+
+def test_every_name_the_files_mention_counts_once_in_the_order_first_seen():
+    texts = ["vllm_serve_port: 1\n# see laguna_head_host and vllm_serve_port", "x: 1_000 _private a_b9 9_no"]
+    assert cc.mentioned_names(texts) == ["vllm_serve_port", "laguna_head_host", "a_b9"]
+    assert cc.mentioned_names([]) == [] and cc.mentioned_names([None, ""]) == []
+
+
+def test_the_declared_names_are_every_entry_points_options_once():
+    documents = [{"argument_specs": {"main": {"options": {"a_x": {}, "a_y": {}}}, "status": {"options": {"a_x": {}}},
+                                     "empty": {"short_description": "no options"}, "none": None}},
+                 {"argument_specs": {"main": {"options": {"b_z": {"type": "int"}}}}}]
+    assert cc.spec_option_names(documents) == ["a_x", "a_y", "b_z"]
+    with pytest.raises(ValueError, match="without an argument_specs mapping"):
+        cc.spec_option_names([{"something": "else"}])
+
+
+def test_the_sources_parse_only_the_spec_files_and_search_every_file():
+    texts = {"/c/roles/a/meta/argument_specs.yml": "argument_specs:\n  main:\n    options:\n      a_one: {type: int}",
+             "/c/roles/a/tasks/main.yml": "- debug: {msg: '{{ a_two }}'}",
+             "/c/roles/b/meta/argument_specs.yaml": "argument_specs: {main: {options: {b_three: {}}}}",
+             "/c/roles/b/meta/main.yml": "argument_specs_not: {}"}
+    found = cc.sources(texts, yaml.safe_load)
+    assert found["specs"] == [{"argument_specs": {"main": {"options": {"a_one": {"type": "int"}}}}},
+                              {"argument_specs": {"main": {"options": {"b_three": {}}}}}]
+    assert found["spec_names"] == ["a_one", "b_three"]
+    assert found["known"] == ["argument_specs", "a_one", "a_two", "b_three", "argument_specs_not"]
+
+
+def test_the_filter_reads_the_collections_own_files_as_the_role_did():
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    texts = _collection_texts()
+    found, not_a_dict, broken = run_filter("config_sources", "config_sources", [
+        [texts], [["a list"]], [{"/r/meta/argument_specs.yml": "argument_specs: [unclosed"}]])
+    spec_paths = [path for path in texts if path.endswith("/meta/argument_specs.yml")]
+    assert found["specs"] == [yaml.safe_load(texts[path]) for path in spec_paths] and len(spec_paths) >= 8
+    # Every declared variable, and among the known names every variable a default or task uses.
+    assert set(found["spec_names"]) == set(SPECS)
+    assert {"vllm_serve_num_speculative_tokens", "laguna_head_host", "benchmark_k_values"} <= set(found["known"])
+    assert len(found["known"]) == len(set(found["known"]))
+    assert not_a_dict.startswith("Ansible") and "config_sources: the input must map" in not_a_dict
+    assert broken.startswith("Ansible") and "config_sources:" in broken

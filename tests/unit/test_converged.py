@@ -217,3 +217,23 @@ def test_the_api_is_asked_with_its_key():
         assert converged.probe_urls([url], 2, "sk-converged") == []
     finally:
         server.shutdown()
+
+
+def test_the_run_ends_on_the_fast_path_only_when_every_host_is_converged():
+    yes, no = {"converged": True, "reasons": []}, {"converged": False, "reasons": ["a unit restarted"]}
+    assert cv.everywhere([yes, yes])
+    assert not cv.everywhere([yes, no])
+    # A host whose check could not run (unreachable, failed: no converged key) or did not register one.
+    assert not cv.everywhere([yes, {"unreachable": True, "msg": "ssh: connect to host"}])
+    assert not cv.everywhere([yes, None])
+
+
+def test_the_converged_filter_reads_each_hosts_registered_check():
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    hostvars = {"head": {"laguna_converged": {"converged": True}}, "worker": {"laguna_converged": {"converged": True}},
+                "fresh": {}}
+    both, one_fresh, unknown = run_filter("converged_everywhere", "converged_everywhere", [
+        [["head", "worker"], hostvars], [["head", "fresh"], hostvars], [["head", "spark-9"], hostvars]])
+    assert both is True and one_fresh is False
+    assert unknown.startswith("Ansible") and unknown.endswith("converged_everywhere: spark-9 is not in the inventory")

@@ -288,3 +288,44 @@ def test_module_returns_the_pairing_hint_the_acceptance_failure_prints(run_modul
     assert "The precisions match: DFlash drafts also pair with one model" in good["pairing_hint"]
     missing = run_module(dflash_draft_info, {"path": str(tmp_path / "nope"), "fail_on_problems": False})
     assert missing["pairing_hint"].startswith("Draft %s is unreadable" % (tmp_path / "nope"))
+
+
+# --- the draft_quant role's rebuild decision (filter draft_quant_rebuild) ---------------------------
+
+SOURCE = "z-lab/Laguna-S-2.1-DFlash"
+CARD = "---\nbase_model: %s\ntags:\n- dflash\n---\n\n# W4A16\n" % SOURCE
+GOOD = {"ok": True, "exists": True, "quantized_layers": ["layers.0.mlp.down_proj"]}
+
+
+def test_a_loading_quantized_draft_made_from_the_source_is_kept():
+    assert dquant.rebuild_reasons(GOOD, CARD, SOURCE) == []
+
+
+@pytest.mark.parametrize("report, card, force, reason", [
+    (GOOD, CARD, True, "draft_quant_force is true"),
+    (dict(GOOD, ok=False), CARD, False, "does not load"),
+    ({"ok": False, "exists": False}, "", False, "does not load"),
+    (dict(GOOD, quantized_layers=[]), CARD, False, "no quantized layer"),
+    (GOOD, CARD.replace(SOURCE, "poolside/other-draft"), False, "does not name %s" % SOURCE),
+    (GOOD, "", False, "does not name %s" % SOURCE),
+])
+def test_each_reason_alone_rebuilds(report, card, force, reason):
+    reasons = dquant.rebuild_reasons(report, card, SOURCE, force)
+    assert len(reasons) == 1 or not report.get("exists", True), reasons
+    assert any(reason in r for r in reasons), reasons
+
+
+def test_the_rebuild_filter_reads_the_model_cards_slurp():
+    import base64  # pylint: disable=import-outside-toplevel
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    slurped = {"content": base64.b64encode(CARD.encode()).decode(), "encoding": "base64"}
+    kept, no_card, skipped, bad = run_filter("draft_quant_rebuild", "draft_quant_rebuild", [
+        {"args": [GOOD], "kwargs": {"card": slurped, "source_repo": SOURCE}},
+        {"args": [GOOD], "kwargs": {"card": {"failed": False, "msg": "file not found"}, "source_repo": SOURCE}},
+        {"args": [{"ok": False, "exists": False}], "kwargs": {"card": {"skipped": True}, "source_repo": SOURCE}},
+        {"args": ["ok"], "kwargs": {"card": slurped, "source_repo": SOURCE}}])
+    assert kept == {"needed": False, "reasons": []}
+    assert no_card["needed"] and no_card["reasons"] == ["its model card does not name %s as its base_model" % SOURCE]
+    assert skipped["needed"] and len(skipped["reasons"]) == 3
+    assert "draft_quant_rebuild: the input must be a dflash_draft_info result" in bad

@@ -27,7 +27,10 @@ def test_two_twins_found_with_netdevs_and_links(tmp_path, run_module):
     # both twins carry their own address: NCCL's own per-device choice is right
     assert result["gid_policy"] == "nccl"
     assert [c["nccl_index"] for c in result["gid_checks"]] == [3, 3]
+    # The fabric role's fabric_facts.gid_indexes (network_gate's ib_write_bw -x): each twin's own.
+    assert result["gid_indexes"] == [c["wanted_index"] for c in result["gid_checks"]] == [3, 3]
     assert result["nccl_env"] == {"NCCL_IB_HCA": "=rocep1s0f1:1,roceP2p1s0f1:1"}
+    assert run(run_module, ib, net, check_gids=False)["gid_indexes"] == []
 
 
 def test_the_cable_decides_not_the_hint(tmp_path, run_module):
@@ -61,6 +64,7 @@ def test_an_extra_address_first_pins_a_common_index(tmp_path, run_module):
     assert result["gid_policy"] == "range"
     assert result["nccl_env"]["NCCL_IB_ADDR_RANGE"] == "192.168.100.0/23"
     assert [c["nccl_index"] for c in result["gid_checks"]] == [5, 3]
+    assert result["gid_indexes"] == [c["wanted_index"] for c in result["gid_checks"]]
     assert "NCCL_IB_GID_INDEX" not in result["nccl_env"]
 
 

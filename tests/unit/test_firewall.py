@@ -197,6 +197,36 @@ def test_each_node_brings_its_twins_addresses_as_the_fabric_role_plans_them():
         firewall.cluster_sources([{"name": "spark-9", "roce_ip": "192.168.1.300"}])
 
 
+def test_the_cluster_is_read_from_each_nodes_own_variables_only():
+    hostvars = {"spark-1": {"ansible_host": "10.0.0.11", "laguna_roce_ip": "192.168.100.1", "fabric_prefix": "30",
+                            "vllm_serve_api_key": "secret"},
+                "spark-2": {"laguna_roce_ip": "192.168.100.2", "fabric_twin_addresses": ["192.168.150.2"]},
+                "spark-3": {}}
+    nodes = firewall.cluster_nodes(["spark-2", "spark-1", "spark-3"], hostvars, default_prefix=24)
+    assert nodes == [
+        {"name": "spark-2", "addresses": ["spark-2"], "roce_ip": "192.168.100.2", "roce_prefix": 24,
+         "twin_addresses": ["192.168.150.2"]},
+        {"name": "spark-1", "addresses": ["10.0.0.11"], "roce_ip": "192.168.100.1", "roce_prefix": 30,
+         "twin_addresses": []},
+        {"name": "spark-3", "addresses": ["spark-3"], "roce_ip": "", "roce_prefix": 24, "twin_addresses": []}]
+    assert "secret" not in repr(nodes)
+    # What the module makes of them.
+    found = sorted(str(n) for n in firewall.cluster_sources(nodes[1:2]))
+    assert found == ["10.0.0.11/32", "192.168.100.1/32", "192.168.100.5/32"]
+
+
+def test_the_cluster_filter_names_a_host_not_in_the_inventory():
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    hostvars = {"spark-1": {"laguna_roce_ip": "192.168.100.1"}}
+    nodes, unknown, not_a_list = run_filter("firewall_cluster", "firewall_cluster", [
+        [["spark-1"], hostvars, 16], [["spark-1", "spark-9"], hostvars], ["spark-1", hostvars]])
+    assert nodes == [{"name": "spark-1", "addresses": ["spark-1"], "roce_ip": "192.168.100.1", "roce_prefix": 16,
+                      "twin_addresses": []}]
+    assert unknown.startswith("Ansible") and unknown.endswith("firewall_cluster: spark-9 is not in the inventory")
+    assert "the input must be a list of inventory host names" in not_a_list
+
+
 def _fake_getaddrinfo(table):
     def getaddrinfo(name, port, family=0, type=0):
         if name not in table:

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import known_hosts as kh
 from ansible_collections.laguna.spark.plugins.modules import ssh_known_hosts_pin
 
-from helpers.filters import run_filters
+from helpers.filters import run_filter
 
 NAME = "10.89.77.12"
 
@@ -160,17 +160,12 @@ def test_the_pair_builder_drops_repeats_and_comments(keys):
     assert {p["host"] for p in pairs} == {"w"}
 
 
-def run_filter(calls):
-    """known_host_pairs(*args) for each args in ``calls``, in a Python of its own (helpers.filters)."""
-    return run_filters([("known_host_pairs", args) for args in calls])
-
-
 def test_the_filter_reads_only_the_peers_addresses_and_keys(keys):
     hostvars = {"head": {"laguna_roce_ip": "10.89.77.11", "ssh_mesh_hostkeys": [keys["ecdsa"][0]]},
                 "worker": {"laguna_roce_ip": NAME, "ansible_host": "laguna-worker",
                            "ssh_mesh_hostkeys": [keys["old"][0]], "vllm_serve_api_key": "secret"},
                 "fresh": {"laguna_roce_ip": "10.89.77.13", "ansible_host": "fresh"}}
-    pairs, no_host, unknown = run_filter([
+    pairs, no_host, unknown = run_filter("known_host_pairs", "known_host_pairs", [
         [["worker", "fresh"], hostvars, ["ansible_host"]],  # fresh has no host key yet
         [["head"], hostvars, ["ansible_host"]],
         [["nope"], hostvars]])

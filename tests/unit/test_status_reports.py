@@ -136,3 +136,37 @@ def test_units_gone_after_a_node_restart_say_so_and_how_to_bring_them_back():
     # Real vLLM exits with status 0 when a TP worker dies: a transient unit is then gone, not failed.
     assert "a clean exit (vLLM exits with status 0 when one of its Ray workers dies" in served["problems"][0]
     assert "--tags ray_cluster,vllm_serve" in served["problems"][0]
+
+
+def test_linger_is_on_only_when_loginctl_says_yes():
+    assert sr.linger(0, "yes\n", "", "spark") == {"ok": True, "linger": "yes", "problems": []}
+    assert sr.linger(0, "no", "", "spark") == {"ok": False, "linger": "no",
+                                               "problems": ["Linger is not enabled for spark"]}
+    failed = sr.linger(1, "", "Failed to get user: User ID 1000 is not logged in or lingering\n", "spark")
+    assert failed["linger"] == "unknown (Failed to get user: User ID 1000 is not logged in or lingering)"
+    assert not failed["ok"] and failed["problems"] == ["Linger is not enabled for spark"]
+    # A yes from a failed command is no yes.
+    assert not sr.linger(1, "yes", "", "spark")["ok"]
+
+
+def test_the_patch_report_is_ok_only_when_already_patched():
+    path = "/v/lib/python3.12/site-packages/vllm/model_executor/models/laguna_dflash.py"
+    assert sr.vllm_patch({"patch_state": "already_patched", "path": path, "changed": False}) == {
+        "ok": True, "path": path, "problems": []}
+    assert sr.vllm_patch({"patch_state": "patched", "path": path, "changed": True}) == {
+        "ok": False, "path": path, "problems": ["laguna_dflash.py is not patched (run --tags vllm_patch)"]}
+    drift = sr.vllm_patch({"failed": True, "msg": "load_weights changed: vLLM is not 0.25.1"})
+    assert drift == {"ok": False, "path": "", "problems": ["load_weights changed: vLLM is not 0.25.1"]}
+
+
+def test_the_report_filters_call_the_same_logic():
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    on, not_a_result = run_filter("role_reports", "linger_report", [
+        [{"rc": 0, "stdout": "yes", "stderr": "", "changed": False}, "spark"], ["yes", "spark"]])
+    assert on == {"ok": True, "linger": "yes", "problems": []}
+    assert "linger_report: the input must be the result of the loginctl command" in not_a_result
+    patched, bad = run_filter("role_reports", "vllm_patch_report", [[{"patch_state": "already_patched", "path": "/p"}],
+                                                                    [["already_patched"]]])
+    assert patched == {"ok": True, "path": "/p", "problems": []}
+    assert "vllm_patch_report: the input must be a laguna_dflash_patch result" in bad

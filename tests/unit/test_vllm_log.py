@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_log
 from helpers import ROOT
+from helpers.constants import KV_CACHE_TOKENS, MAX_CONCURRENCY, MAX_MODEL_LEN
 
 LINES = [
     "INFO 05-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens",
@@ -31,8 +32,8 @@ sys.stdout.write(Templar(loader=DataLoader(), variables={}).template(trust_as_te
 
 def test_vllm_log_lines():
     log = vllm_log.report(LINES)
-    assert log["kv_cache_tokens"] == 273095
-    assert (log["max_concurrency_tokens"], log["max_concurrency"]) == (262144, 1.04)
+    assert log["kv_cache_tokens"] == KV_CACHE_TOKENS
+    assert (log["max_concurrency_tokens"], log["max_concurrency"]) == (MAX_MODEL_LEN, MAX_CONCURRENCY)
     assert log["kernels"] == [{"kernel": "MarlinLinearKernel", "scheme": "CompressedTensorsWNA16"}]
     assert len(log["lines"]) == 4
     assert vllm_log.report([])["kv_cache_tokens"] is None
@@ -40,7 +41,7 @@ def test_vllm_log_lines():
 
 @pytest.mark.parametrize("line, expected", [
     ("Dec 03 06:43:10 spark-1 vllm[4242]: INFO 12-03 06:43:10 [kv_cache_utils.py:2146] GPU KV cache size: 273,095 tokens",
-     {"kv_cache_tokens": 273095}),
+     {"kv_cache_tokens": KV_CACHE_TOKENS}),
     ("GPU KV cache size: 1234567 tokens", {"kv_cache_tokens": 1234567}),
     ("Maximum concurrency for 8,192 tokens per request: 33.34x",
      {"max_concurrency": 33.34, "max_concurrency_tokens": 8192}),
@@ -57,7 +58,7 @@ def test_parse_line(line, expected):
 
 def test_parse_keeps_the_last_of_each():
     assert vllm_log.parse(LINES + ["Using ExllamaLinearKernel for CompressedTensorsWNA16"]) == {
-        "kv_cache_tokens": 273095, "max_concurrency": 1.04, "max_concurrency_tokens": 262144,
+        "kv_cache_tokens": KV_CACHE_TOKENS, "max_concurrency": MAX_CONCURRENCY, "max_concurrency_tokens": MAX_MODEL_LEN,
         "kernels": {"CompressedTensorsWNA16": "ExllamaLinearKernel"}}
 
 

@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
 from ansible_collections.laguna.spark.plugins.modules import vllm_bench, vllm_spec_decode_info
 from helpers import DOUBLES
+from helpers.constants import MAX_MODEL_LEN
 
 METRICS = """# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
 # TYPE vllm:spec_decode_num_draft_tokens_total counter
@@ -103,7 +104,7 @@ def keyed_standin():
     def start(tokens, spec=True):
         seen = []
         engine = cli.Engine("laguna-s-2.1", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}
-                            if spec else None, 262144)
+                            if spec else None, MAX_MODEL_LEN)
         base = cli.handler_for(engine, tokens)
 
         class Recording(base):

@@ -21,20 +21,23 @@ import time
 
 import pytest
 
-# The no-op timing script runs the playbooks for these tests too.
+# The no-op timing script runs the playbooks for these tests too; tests/helpers holds the
+# constants the suites share (pytest.ini puts tests/ on sys.path too).
 sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "scripts"))
+sys.path.insert(0, os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "tests"))
 import noop_ratio  # noqa: E402  pylint: disable=wrong-import-position
+from helpers import constants as c  # noqa: E402  pylint: disable=wrong-import-position
 
 EPHEMERAL = os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]
 INVENTORY = os.path.join(EPHEMERAL, "inventory")
 MEASUREMENTS = os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], ".cache", "measurements")
-USER, UID = "spark", 1000
-HEAD, WORKER = "laguna-head", "laguna-worker"
-VENV = "/home/spark/venvs/vllm-025"
-MODELS = "/home/spark/models/hf"
+USER, UID = c.MOLECULE_USER, c.MOLECULE_UID
+HEAD, WORKER = c.MOLECULE_HEAD, c.MOLECULE_WORKER
+VENV = c.MOLECULE_VENV
+MODELS = c.MOLECULE_MODELS
 # The scenario's secrets (molecule.yml): the API key, and where the Ray token lives.
-API_KEY = "molecule-api-key-0123456789abcdef"
-RAY_TOKEN_PATH = "/home/spark/.ray/auth_token"
+API_KEY = c.MOLECULE_API_KEY
+RAY_TOKEN_PATH = c.MOLECULE_RAY_TOKEN_PATH
 RAY_CLIENT = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=%s" % RAY_TOKEN_PATH
 
 
@@ -63,7 +66,7 @@ def play(*args, playbook="laguna.spark.site", timeout=900):
 def api(path, body=None):
     script = ("import json, sys, urllib.request\n"
               "body = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None\n"
-              "req = urllib.request.Request('http://127.0.0.1:8000' + sys.argv[1],"
+              "req = urllib.request.Request('http://127.0.0.1:%d' + sys.argv[1]," % c.API_PORT +
               " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json',"
               " 'Authorization': 'Bearer %s'})\n" % API_KEY +
               "print(urllib.request.urlopen(req, timeout=30).read().decode())\n")
@@ -78,7 +81,7 @@ def vllm_pid():
 def healthy():
     props = unit(HEAD, "laguna-vllm", "ActiveState")
     models = json.loads(api("/v1/models"))
-    return props["ActiveState"] == "active" and [m["id"] for m in models["data"]] == ["laguna-s-fp8"]
+    return props["ActiveState"] == "active" and [m["id"] for m in models["data"]] == [c.SERVED_MODEL]
 
 
 def model_digests():

@@ -23,10 +23,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_faults import API_KEY, HEAD, RAY_CLIENT, RAY_TOKEN_PATH, USER, VENV, WORKER, podman, unit  # noqa: E402
+from helpers import constants as c  # noqa: E402  (test_faults puts tests/ on sys.path)
 
 INTRUDER, INTRUDER_IP = "laguna-intruder", "10.89.77.13"
 IMAGE = "localhost/laguna-spark-node:latest"
-HEAD_IP = "10.89.77.11"
+HEAD_IP, WORKER_IP = c.MOLECULE_ROCE_IP[HEAD], c.MOLECULE_ROCE_IP[WORKER]
 # What the firewall role guards: laguna_ray_port and laguna_ray_ports (roles/laguna/defaults).
 GUARDED = {6379, 6380, 6381, 6382, 6383, 6384, 52365, 10001, 8265} | set(range(10002, 20000))
 INTRUDER_RAY = "/opt/ray/bin"
@@ -134,7 +135,7 @@ def intruder(before):
 
 
 def test_every_port_ray_listens_on_is_guarded_and_refuses_a_stranger(intruder):
-    for host, ip in ((HEAD, HEAD_IP), (WORKER, "10.89.77.12")):
+    for host, ip in ((HEAD, HEAD_IP), (WORKER, WORKER_IP)):
         ports = exposed_ray_ports(host)
         # Not vacuous: the head's GCS and every node's node manager are there.
         assert 6380 in ports and (host != HEAD or 6379 in ports), (host, listeners(host))
@@ -166,7 +167,7 @@ def test_a_stranger_cannot_join_or_run_a_task_on_the_head(intruder):
 
 def test_the_api_refuses_a_completion_without_the_key(intruder):
     script = ("import json, sys, urllib.request, urllib.error\n"
-              "body = json.dumps({'model': 'laguna-s-fp8', 'max_tokens': 4,"
+              "body = json.dumps({'model': '%s', 'max_tokens': 4," % c.SERVED_MODEL +
               " 'messages': [{'role': 'user', 'content': 'hi'}]}).encode()\n"
               "headers = {'Content-Type': 'application/json'}\n"
               "if len(sys.argv) > 1:\n"

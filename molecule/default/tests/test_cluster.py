@@ -1,19 +1,23 @@
 """What a converged pair of Sparks must look like (testinfra, after converge + idempotence)."""
 import json
 import os
+import sys
 
 import pytest
 import testinfra.utils.ansible_runner
 
+# tests/helpers, shared with the other suites (pytest.ini puts tests/ on sys.path too).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tests"))
+from helpers import constants as c  # noqa: E402  pylint: disable=wrong-import-position
+
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
     os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts("all")
 
-USER, UID = "spark", 1000
-VENV = "/home/spark/venvs/vllm-025"
-MODEL = "/home/spark/models/hf/Laguna-S-2.1-FP8"
-DRAFT = "/home/spark/models/hf/Laguna-S-2.1-DFlash-W4A16"
-ROCE_IP = {"laguna-head": "10.89.77.11", "laguna-worker": "10.89.77.12"}
-GID_INDEX = {"laguna-head": "3", "laguna-worker": "5"}
+USER, UID, HOME = c.MOLECULE_USER, c.MOLECULE_UID, c.MOLECULE_HOME
+VENV, MODEL, DRAFT = c.MOLECULE_VENV, c.MOLECULE_MODEL, c.MOLECULE_DRAFT
+HEAD, WORKER = c.MOLECULE_HEAD, c.MOLECULE_WORKER
+ROCE_IP = c.MOLECULE_ROCE_IP
+GID_INDEX = {HEAD: "3", WORKER: "5"}
 
 
 def name(host):
@@ -21,7 +25,7 @@ def name(host):
 
 
 def is_head(host):
-    return name(host) == "laguna-head"
+    return name(host) == HEAD
 
 
 def as_user(host, cmd):
@@ -38,11 +42,11 @@ def http(host, path, body=None):
     script = (
         "import json, sys, urllib.request\n"
         "body = json.loads(sys.argv[2]) if len(sys.argv) > 2 else None\n"
-        "req = urllib.request.Request('http://127.0.0.1:8000' + sys.argv[1],"
+        "req = urllib.request.Request('http://127.0.0.1:%d' + sys.argv[1],"
         " data=json.dumps(body).encode() if body else None, headers={'Content-Type': 'application/json',"
-        " 'Authorization': 'Bearer molecule-api-key-0123456789abcdef'})\n"  # molecule.yml's vllm_serve_api_key
+        " 'Authorization': 'Bearer %s'})\n"  # molecule.yml's vllm_serve_api_key
         "print(urllib.request.urlopen(req, timeout=60).read().decode())\n"
-    )
+    ) % (c.API_PORT, c.MOLECULE_API_KEY)
     args = [path] + ([json.dumps(body)] if body is not None else [])
     out = host.run("python3 -c %s %s" % (_q(script), " ".join(_q(a) for a in args)))
     assert out.rc == 0, out.stderr
@@ -59,7 +63,7 @@ def test_linger_is_on(host):
 
 
 def test_raylet_is_a_user_service_with_the_recipe_settings(host):
-    unit = "laguna-ray-head" if is_head(host) else "laguna-ray-worker"
+    unit = c.RAY_HEAD_UNIT if is_head(host) else c.RAY_WORKER_UNIT
     props = unit_props(host, unit, "ActiveState", "LimitMEMLOCK", "MemoryHigh", "MemoryMax",
                        "MemorySwapMax", "Environment", "ExecStart")
     assert props["ActiveState"] == "active"
@@ -75,7 +79,7 @@ def test_raylet_is_a_user_service_with_the_recipe_settings(host):
     assert env["NCCL_SOCKET_IFNAME"] == env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert env["VLLM_HOST_IP"] == ROCE_IP[name(host)]
     assert env["RAY_memory_monitor_refresh_ms"] == "0"
-    assert env["PATH"].startswith("%s/bin:/home/spark/.local/bin:/opt/laguna-standin/cuda/bin:" % VENV)
+    assert env["PATH"].startswith("%s/bin:%s/.local/bin:/opt/laguna-standin/cuda/bin:" % (VENV, HOME))
     assert "--block" in props["ExecStart"] and "--num-gpus=1 " in props["ExecStart"]
     assert "--object-store-memory=80000000" in props["ExecStart"]
     scopes = as_user(host, "systemctl --user list-units --type=scope --all --no-legend").stdout
@@ -92,19 +96,19 @@ def test_the_venv_was_installed_from_the_pins(host):
 
 
 def test_the_service_user_has_a_key_and_knows_the_other_node(host):
-    assert host.file("/home/spark/.ssh/id_ed25519").mode == 0o600
-    other = "10.89.77.12" if is_head(host) else "10.89.77.11"
-    known = as_user(host, "ssh-keygen -F %s -f /home/spark/.ssh/known_hosts" % other)
+    assert host.file("%s/.ssh/id_ed25519" % HOME).mode == 0o600
+    other = ROCE_IP[WORKER] if is_head(host) else ROCE_IP[HEAD]
+    known = as_user(host, "ssh-keygen -F %s -f %s/.ssh/known_hosts" % (other, HOME))
     assert known.rc == 0 and other in known.stdout
-    probe = as_user(host, "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes spark@%s true" % other)
+    probe = as_user(host, "ssh -o BatchMode=yes -o StrictHostKeyChecking=yes %s@%s true" % (USER, other))
     assert probe.rc == 0, probe.stderr
 
 
 def test_ray_status_shows_every_node_and_gpu(host):
     if not is_head(host):
         pytest.skip("ray status is read on the head")
-    out = as_user(host, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=/home/spark/.ray/auth_token "
-                        "%s/bin/ray status --address 10.89.77.11:6379" % VENV)
+    out = as_user(host, "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=%s "
+                        "%s/bin/ray status --address %s:6379" % (c.MOLECULE_RAY_TOKEN_PATH, VENV, ROCE_IP[HEAD]))
     assert out.rc == 0, out.stderr
     active = out.stdout.split("Active:")[1].split("Pending:")[0]
     assert len([line for line in active.splitlines() if "node_" in line]) == 2
@@ -125,7 +129,7 @@ def test_checkpoints_are_complete_and_identical_on_every_node(host):
     assert host.file("%s/model.safetensors" % DRAFT).exists
     assert host.run("find %s %s -name '*.incomplete' | grep -q ." % (MODEL, DRAFT)).rc == 1
     digest = host.check_output("cd %s && sha256sum model-*.safetensors config.json | sha256sum" % MODEL)
-    head = testinfra.get_host("ansible://laguna-head?ansible_inventory=%s" % os.environ["MOLECULE_INVENTORY_FILE"])
+    head = testinfra.get_host("ansible://%s?ansible_inventory=%s" % (HEAD, os.environ["MOLECULE_INVENTORY_FILE"]))
     assert digest == head.check_output("cd %s && sha256sum model-*.safetensors config.json | sha256sum" % MODEL)
 
 
@@ -143,18 +147,18 @@ def test_downloaded_once_on_the_head_only(host):
 
 def test_vllm_serve_runs_the_recipe_command_under_a_memory_cap(host):
     if not is_head(host):
-        assert unit_props(host, "laguna-vllm", "ActiveState")["ActiveState"] == "inactive"
+        assert unit_props(host, c.VLLM_UNIT, "ActiveState")["ActiveState"] == "inactive"
         return
-    props = unit_props(host, "laguna-vllm", "ActiveState", "MemoryMax", "MemorySwapMax", "MainPID", "Environment")
+    props = unit_props(host, c.VLLM_UNIT, "ActiveState", "MemoryMax", "MemorySwapMax", "MainPID", "Environment")
     assert props["ActiveState"] == "active"
     assert props["MemoryMax"] == str(12 * 1024 ** 3) and props["MemorySwapMax"] == "0"
-    assert "RAY_ADDRESS=10.89.77.11:6379" in props["Environment"]
+    assert "RAY_ADDRESS=%s:6379" % ROCE_IP[HEAD] in props["Environment"]
     argv = host.file("/proc/%s/cmdline" % props["MainPID"]).content_string.split("\0")
     assert argv[argv.index("serve") + 1] == MODEL
     for flag, value in [("--distributed-executor-backend", "ray"), ("--tensor-parallel-size", "2"),
-                        ("--max-model-len", "262144"), ("--kv-cache-memory-bytes", "5368709120"),
-                        ("--gpu-memory-utilization", "0.85"), ("--served-model-name", "laguna-s-fp8"),
-                        ("--max-num-seqs", "2"), ("--max-num-batched-tokens", "8192"), ("--port", "8000")]:
+                        ("--max-model-len", str(c.MAX_MODEL_LEN)), ("--kv-cache-memory-bytes", "5368709120"),
+                        ("--gpu-memory-utilization", "0.85"), ("--served-model-name", c.SERVED_MODEL),
+                        ("--max-num-seqs", "2"), ("--max-num-batched-tokens", "8192"), ("--port", str(c.API_PORT))]:
         assert argv[argv.index(flag) + 1] == value
     assert "--enforce-eager" in argv
     spec = json.loads(argv[argv.index("--speculative-config") + 1])
@@ -165,8 +169,8 @@ def test_api_answers_deterministically_and_drafts_are_accepted(host):
     if not is_head(host):
         pytest.skip("the API runs on the head")
     models = json.loads(http(host, "/v1/models"))
-    assert [m["id"] for m in models["data"]] == ["laguna-s-fp8"]
-    body = {"model": "laguna-s-fp8", "temperature": 0, "max_tokens": 12,
+    assert [m["id"] for m in models["data"]] == [c.SERVED_MODEL]
+    body = {"model": c.SERVED_MODEL, "temperature": 0, "max_tokens": 12,
             "messages": [{"role": "user", "content": "def fib(n):"}]}
     first = json.loads(http(host, "/v1/chat/completions", body))
     second = json.loads(http(host, "/v1/chat/completions", body))
