@@ -194,16 +194,18 @@ def _fabric_env(runner, tmp_path, extravars):
     return json.loads(out.read_text())
 
 
-def test_fabric_env_builds_the_services_environment_and_resolves_only_a_pinned_index_at_start(runner, tmp_path):
-    # Both twins carry their own address: NCCL's own per-device choice is right, no index is pinned,
-    # so a persistent unit has nothing to resolve at its start.
+def test_fabric_env_builds_the_services_environment_and_the_index_start_script(runner, tmp_path):
+    # Both twins carry their own address: NCCL's own per-device choice is right, no index is pinned.
+    # The start script is roce_gid's all the same: the raylet's unit uses it only where the index is
+    # pinned (cluster_units.raylet_unit, tests/unit/test_cluster_units.py).
     facts = _fabric_env(runner, tmp_path, {"fabric_env_extra": {"NCCL_DEBUG": "INFO", "CUDA_HOME": "/other"}})
     assert facts["vars"] == {
         "NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "enp1s0f1np1", "GLOO_SOCKET_IFNAME": "enp1s0f1np1",
         "VLLM_HOST_IP": "127.0.0.1", "CUDA_HOME": "/other", "RAY_memory_monitor_refresh_ms": "0",
         "PATH": "/v/bin:/h/.local/bin:/opt/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "NCCL_IB_HCA": "=rocep1s0f1:1,roceP2p1s0f1:1", "NCCL_DEBUG": "INFO"}
-    assert facts["gid_index"] == 3 and facts["script"] is None
+    assert "NCCL_IB_GID_INDEX" not in facts["vars"]
+    assert facts["gid_index"] == 3 and "NCCL_IB_GID_INDEX=" in facts["script"]
     # One twin whose address comes after an older one (molecule's worker): one index is pinned,
     # and the start script resolves it anew at each start.
     root = make_port(tmp_path / "pinned", {2: (mapped("10.0.0.7"), "RoCE v1"), 3: (mapped("10.0.0.7"), "RoCE v2"),
