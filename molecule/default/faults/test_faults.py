@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -373,7 +372,8 @@ def test_a_changed_head_gid_index_restarts_every_service_that_captured_it_and_ve
     # there would reach the worker's rank too.
     assert rank_environ(HEAD, 0)["NCCL_IB_GID_INDEX"] == "7"
     worker_rank = rank_environ(WORKER, 1)
-    assert "NCCL_IB_GID_INDEX" not in worker_rank, worker_rank
+    # (the worker's own policy pins its own index, 5: never the head's)
+    assert worker_rank.get("NCCL_IB_GID_INDEX") != "7", worker_rank
     raylet = process_environ(WORKER, unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"])
     fabric = {k: v for k, v in raylet.items() if k.startswith(("NCCL_", "GLOO_", "VLLM_HOST_IP"))}
     assert fabric and {k: worker_rank.get(k) for k in fabric} == fabric, (fabric, worker_rank)
@@ -517,60 +517,6 @@ TARGET = MODELS + "/Laguna-S-2.1-FP8"
 
 def shard(i):
     return "model-%05d-of-00024.safetensors" % i
-
-
-def mirror_pids(host):
-    """PIDs of the mirror's rsync processes on ``host`` (senders on the head, receivers on a worker)."""
-    out = podman(host, "pgrep", "-f", "^rsync .*--partial-dir=.cache/laguna-rsync-partial", check=False)
-    return sorted(int(p) for p in out.split())
-
-
-def test_ctrl_c_over_ssh_mid_mirror_is_stopped_by_the_rerun_before_it_verifies_or_sends():
-    """SIGINT (twice) to ansible-playbook, over SSH, while the mirror's rsync
-    streams send: they go on sending (the mirror is async); the rerun stops
-    them first and ends with identical copies, sending nothing twice."""
-    before = model_digests()
-    podman(WORKER, "bash", "-c", "rm -f %s/model-0001[0-5]-of-00024.safetensors" % TARGET, user=USER)
-    kept = {name: podman(WORKER, "stat", "-c", "%i", "%s/%s" % (TARGET, name))
-            for name in (shard(1), shard(2), shard(20))}
-    log_path = os.path.join(EPHEMERAL, "ctrl-c-mirror.log")
-    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY,
-            os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"), "--tags", "staging",
-            "-e", '{"staging_rsync_options": ["--archive", "--bwlimit=16"], "staging_mirror_streams": 2}']
-    with open(log_path, "w", encoding="utf-8") as log:
-        run = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)  # pylint: disable=consider-using-with
-        try:
-            for _attempt in range(600):
-                if mirror_pids(HEAD):
-                    break
-                assert run.poll() is None, open(log_path, encoding="utf-8").read()[-3000:]
-                time.sleep(0.2)
-            time.sleep(3)
-            run.send_signal(signal.SIGINT)
-            time.sleep(1)
-            run.send_signal(signal.SIGINT)
-            assert run.wait(120) != 0
-        finally:
-            if run.poll() is None:
-                run.kill()
-    senders, receivers = mirror_pids(HEAD), mirror_pids(WORKER)
-    assert senders and receivers, "the interrupted mirror should still send (async), or this test tests nothing"
-
-    rc, changed, out, _seconds = play("--tags", "staging")
-    assert rc == 0, out[-3000:]
-    said = "laguna-worker: target: stopped the mirror an interrupted run left running: senders pid %s on laguna-head" \
-        % ", ".join(str(p) for p in senders)
-    assert said in out, out[-3000:]
-    assert out.index(said) < out.index("TASK [laguna.spark.staging : Verify against the head's sha256s the worker's target]")
-    assert changed[WORKER] >= 1
-    for host in (HEAD, WORKER):
-        assert not podman(host, "pgrep", "-af", "[r]sync |[s]sh -c aes128-gcm", check=False), host
-    assert podman(WORKER, "bash", "-c", "find %s -path '*/.cache/laguna-rsync-*' -type f" % TARGET) == ""
-    assert model_digests() == before
-    for name, inode in kept.items():  # complete before: never sent again
-        assert podman(WORKER, "stat", "-c", "%i", "%s/%s" % (TARGET, name)) == inode, name
-    rc, changed, out, _seconds = play("--tags", "staging")
-    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
 
 
 def test_a_file_the_hubs_list_does_not_name_is_named_and_refused_only_when_vllm_would_read_it():
