@@ -82,20 +82,11 @@ url:
   sample: http://127.0.0.1:8000/v1/models
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(url=dict(type="str", default="http://127.0.0.1:8000"),
-                           api_key=dict(type="str", no_log=True),
-                           timeout=dict(type="int", default=10)),
-        supports_check_mode=True,
-    )
-    if module.params["timeout"] < 1:
-        module.fail_json(msg="timeout must be at least 1 second, not %d" % module.params["timeout"])
+    module = vllm_health.server_module(default_timeout=10)
     found = vllm_health.models(module.params["url"], module.params["timeout"], api_key=module.params["api_key"])
     module.exit_json(changed=False, url=module.params["url"].rstrip("/") + "/v1/models", **found)
 
