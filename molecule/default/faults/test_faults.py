@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -112,26 +113,6 @@ def test_a_hung_vllm_is_found_within_the_bound_and_restarted():
     assert rc == 0, out[-3000:]
     assert vllm_pid() != before and healthy()
     assert seconds < 300, "found and restarted in %.0f s" % seconds
-
-
-def test_a_killed_worker_raylet_restarts_the_raylet_and_vllm():
-    before = vllm_pid()
-    podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
-    # vLLM's rank on the worker died with the raylet: vLLM 0.25.1 (and the
-    # stand-in) shuts down and exits with status 0, and its transient unit
-    # is gone; nothing restarts either until a run.
-    for _attempt in range(60):
-        if unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found":
-            break
-        time.sleep(2)
-    else:
-        raise AssertionError("vLLM still runs 120 s after its worker rank died: %s" % unit(HEAD, "laguna-vllm", "ActiveState"))
-    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] != "active"
-    # One complete run repairs both.
-    rc, changed, out, _seconds = play()
-    assert rc == 0, out[-3000:]
-    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
-    assert vllm_pid() != before and healthy()
 
 
 def test_a_killed_head_raylet_restarts_the_cluster_and_vllm():
@@ -458,10 +439,8 @@ def test_node_restarts_transient_units_are_gone_and_named_persistent_units_come_
     assert "RayWorkerProc rank=[1] died unexpectedly, shutting down executor." in journal, journal[-3000:]
     rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *persistent)
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
-    # Back to the recipe's transient units for what follows: the unit files go.
-    rc, _changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve")
-    assert rc == 0 and healthy(), out[-3000:]
-    assert podman(HEAD, "ls", "/home/spark/.config/systemd/user", user=USER) == ""
+    # The units stay persistent: the token rotation, next, brings back the
+    # recipe's transient units in the restart it makes anyway.
 
 
 def changed_tasks(out):
@@ -488,7 +467,13 @@ ROTATION = {("laguna.spark.ray_cluster : Make the cluster's Ray token on the hea
 
 
 def test_rotating_the_ray_token_restarts_the_raylets_and_vllm_once_and_nothing_else():
+    """A new token generation, then back to the inventory's: each complete run
+    restarts the raylets and vLLM once, and changes nothing else. The first
+    starts from the persistent units the node-restart test leaves and, as the
+    inventory has none, brings back the recipe's transient units in that same
+    restart: their unit files go."""
     units = ((HEAD, "laguna-ray-head"), (WORKER, "laguna-ray-worker"), (HEAD, "laguna-vllm"))
+    unit_files = "/home/spark/.config/systemd/user"
 
     def invocations():
         return [unit(host, name, "InvocationID")["InvocationID"] for host, name in units]
@@ -505,6 +490,8 @@ def test_rotating_the_ray_token_restarts_the_raylets_and_vllm_once_and_nothing_e
         assert all(a != b for a, b in zip(before, after)), (before, after)
         assert token_digest(HEAD) == token_digest(WORKER) != digest
         assert healthy()
+        assert [podman(host, "bash", "-c", "ls -A %s 2>/dev/null; true" % unit_files, user=USER)
+                for host in (HEAD, WORKER)] == ["", ""]
         if generation:
             # The same generation again: nothing changes, with every role's checks.
             rc, changed, out, _seconds = play("--tags", "ray_cluster,vllm_serve", *extra)
@@ -517,6 +504,66 @@ TARGET = MODELS + "/Laguna-S-2.1-FP8"
 
 def shard(i):
     return "model-%05d-of-00024.safetensors" % i
+
+
+def mirror_pids(host):
+    """PIDs of the mirror's rsync processes on ``host``: the senders on the
+    head (--partial-dir=..., one word), the receivers they start on a worker
+    over ssh (rsync --server, to which rsync passes it as two words)."""
+    pattern = ("^\\S*rsync .* --partial-dir=.cache/laguna-rsync-partial " if host == HEAD
+               else "^\\S*rsync --server .* --partial-dir .cache/laguna-rsync-partial ")
+    out = podman(host, "pgrep", "-f", pattern, check=False)
+    return sorted(int(p) for p in out.split())
+
+
+def test_ctrl_c_over_ssh_mid_mirror_is_stopped_by_the_rerun_before_it_verifies_or_sends():
+    """SIGINT (twice) to ansible-playbook, over SSH, while the mirror's rsync
+    streams send: they go on sending (the mirror is async); the rerun stops
+    them first and ends with identical copies, sending nothing twice."""
+    before = model_digests()
+    podman(WORKER, "bash", "-c", "rm -f %s/model-0001[0-5]-of-00024.safetensors" % TARGET, user=USER)
+    kept = {name: podman(WORKER, "stat", "-c", "%i", "%s/%s" % (TARGET, name))
+            for name in (shard(1), shard(2), shard(20))}
+    log_path = os.path.join(EPHEMERAL, "ctrl-c-mirror.log")
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", INVENTORY,
+            os.path.join(os.environ["MOLECULE_PROJECT_DIRECTORY"], "playbooks", "site.yml"), "--tags", "staging",
+            "-e", '{"staging_rsync_options": ["--archive", "--bwlimit=16"], "staging_mirror_streams": 2}']
+    with open(log_path, "w", encoding="utf-8") as log:
+        run = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)  # pylint: disable=consider-using-with
+        try:
+            for _attempt in range(600):
+                if mirror_pids(HEAD):
+                    break
+                assert run.poll() is None, open(log_path, encoding="utf-8").read()[-3000:]
+                time.sleep(0.2)
+            time.sleep(3)
+            run.send_signal(signal.SIGINT)
+            time.sleep(1)
+            run.send_signal(signal.SIGINT)
+            assert run.wait(120) != 0
+        finally:
+            if run.poll() is None:
+                run.kill()
+    senders, receivers = mirror_pids(HEAD), mirror_pids(WORKER)
+    assert senders and receivers, "the interrupted mirror should still send (async), or this test tests nothing"
+
+    rc, changed, out, _seconds = play("--tags", "staging")
+    assert rc == 0, out[-3000:]
+    said = "laguna-worker: target: stopped the mirror an interrupted run left running: senders pid %s on laguna-head" \
+        % ", ".join(str(p) for p in senders)
+    assert said in out, out[-3000:]
+    assert out.index(said) < out.index("TASK [laguna.spark.staging : Verify against the head's sha256s the worker's target]")
+    # The receivers end with their senders (their ssh closes), or the rerun stops them itself.
+    assert not [p for p in mirror_pids(WORKER) if p in receivers]
+    assert changed[WORKER] >= 1
+    for host in (HEAD, WORKER):
+        assert not podman(host, "pgrep", "-af", "[r]sync |[s]sh -c aes128-gcm", check=False), host
+    assert podman(WORKER, "bash", "-c", "find %s -path '*/.cache/laguna-rsync-*' -type f" % TARGET) == ""
+    assert model_digests() == before
+    for name, inode in kept.items():  # complete before: never sent again
+        assert podman(WORKER, "stat", "-c", "%i", "%s/%s" % (TARGET, name)) == inode, name
+    rc, changed, out, _seconds = play("--tags", "staging")
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
 
 
 def test_a_file_the_hubs_list_does_not_name_is_named_and_refused_only_when_vllm_would_read_it():
@@ -588,19 +635,34 @@ def test_a_worker_without_a_roce_v2_gid_stops_the_head_in_one_sentence_naming_it
     assert vllm_pid() == vllm
 
 
-def test_a_complete_run_does_not_skip_a_killed_vllm_or_a_touched_shard():
-    # The fast no-op path must see what the roles would: vLLM killed on the
-    # head, a shard rewritten in place on the worker (same size and mtime).
+def test_a_complete_run_does_not_skip_a_killed_worker_raylet_or_a_touched_shard_and_repairs_both():
+    """Two faults judged after one complete run: the worker's raylet SIGKILLed
+    (vLLM's rank there dies with it, so vLLM 0.25.1, as the stand-in, shuts
+    down and exits with status 0: its transient unit goes and nothing
+    restarts either until a run) and a shard rewritten in place on the worker
+    (same size and mtime). The fast no-op path must see what the roles would
+    (the units' state and PID, the file's ctime), and one complete run
+    repairs both."""
     rc, changed, out, _seconds = play()
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
-    podman(HEAD, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-vllm.service", user=USER)
+    before = vllm_pid()
+    podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
     podman(WORKER, "bash", "-c", "f=$(ls %s/Laguna-S-2.1-FP8/*.safetensors | head -1); touch -r $f /tmp/ref; "
                                  "cp -p $f /tmp/shard && cat /tmp/shard > $f && touch -r /tmp/ref $f && rm /tmp/shard"
            % MODELS)
+    for _attempt in range(60):
+        if unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found":
+            break
+        time.sleep(2)
+    else:
+        raise AssertionError("vLLM still runs 120 s after its worker rank died: %s" % unit(HEAD, "laguna-vllm", "ActiveState"))
+    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] != "active"
     rc, changed, out, _seconds = play()
     assert rc == 0, out[-3000:]
     assert "unit laguna-vllm changed" in out and "Laguna-S-2.1-FP8 changed: model-" in out, out[:3000]
-    assert changed[HEAD] >= 1 and healthy()
+    assert "unit laguna-ray-worker changed" in out, out[:3000]
+    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
+    assert changed[HEAD] >= 1 and vllm_pid() != before and healthy()
 
 
 def test_a_full_rerun_changes_nothing_and_no_model_byte_was_lost(digests_before):
