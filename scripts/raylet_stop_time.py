@@ -18,6 +18,13 @@ with that setting (restarting the units, vLLM serving again), and `systemctl
 --user stop laguna-ray-head` on the head is timed. At the end the roles run
 once more with the inventory's settings, so the cluster serves again. Prints
 one JSON object.
+
+With ``--killed-head``, it times instead the repair of a SIGKILLed head raylet
+(`--tags ray_cluster,vllm_serve`, the fault suite's case) with each
+``--stop-timeouts`` value (default 20, the collection's, and 5, the molecule
+scenario's), in turns: in the containers' cgroup v1 hierarchy, systemd waits
+out the whole TimeoutStopSec after it has killed what a dead main process
+left (the worker raylet, whose head is gone), so the value shows in the time.
 """
 import argparse
 import json
@@ -59,15 +66,41 @@ def one_stop(head):
     return round(seconds, 1)
 
 
+def killed_head_repairs(inventory, head, timeouts, rounds):
+    """{timeout: [seconds of each repair]} of a SIGKILLed head raylet, the
+    timeouts taken in turns, each round."""
+    seconds = {str(t): [] for t in timeouts}
+    for _round in range(rounds):
+        for timeout in timeouts:
+            extra = ["-e", "laguna_stop_timeout=%d" % timeout]
+            converge(inventory, extra)
+            rc, _seconds, out = user_ctl(head, "kill", "--signal=SIGKILL", "laguna-ray-head.service")
+            if rc != 0:
+                raise SystemExit("killing the head raylet failed: %s" % out)
+            seconds[str(timeout)].append(round(converge(inventory, extra), 1))
+    return seconds
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("-i", "--inventory",
                         default=os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "."), "inventory"))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--head", default="laguna-head")
+    parser.add_argument("--killed-head", action="store_true")
+    parser.add_argument("--stop-timeouts", type=int, nargs="+", default=[20, 5])
     args = parser.parse_args()
+    rounds = max(1, min(args.rounds, 5))
+    if args.killed_head:
+        seconds = killed_head_repairs(args.inventory, args.head, args.stop_timeouts, rounds)
+        converge(args.inventory, [])
+        medians = {t: statistics.median(v) for t, v in seconds.items()}
+        first = medians[str(args.stop_timeouts[0])]
+        print(json.dumps({"repair_seconds": seconds, "median": medians,
+                          "ratio_to_first": {t: round(v / first, 3) for t, v in medians.items()}}, sort_keys=True))
+        return
     seconds = {name: [] for name in SETTINGS}
-    for _round in range(max(1, min(args.rounds, 5))):
+    for _round in range(rounds):
         for name, extra in SETTINGS.items():
             converge(args.inventory, extra)
             seconds[name].append(one_stop(args.head))
