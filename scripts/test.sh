@@ -161,10 +161,23 @@ if [ "$lanes" != 1 ]; then
               bash -c '"$@"; rc=$?; exit "$rc"' foreground)
 fi
 
+# Beside molecule (the longest lane, so the run's length), the foreground
+# lane yields the CPU: its session's autogroup (the kernel's CPU share of a
+# session, /proc/self/autogroup) gets nice 10 for the lint gates and the
+# integration tests, which finish long before molecule all the same; the unit
+# tests, which time a few things, run at the usual share.
+yield_cpu() {  # nice value of this session's autogroup
+  if [ "$lanes" != 1 ] && [ -w /proc/self/autogroup ]; then
+    echo "$1" > /proc/self/autogroup 2>/dev/null || true
+  fi
+}
+
 phase lint
+yield_cpu 10
 "${foreground[@]}" bash scripts/lint.sh
 
 phase unit
+yield_cpu 0
 # The unit tests run in their own process: they run modules in-process, and
 # AnsibleModule's warnings come back empty once ansible-core has been loaded
 # by the integration tests in the same interpreter.
@@ -175,12 +188,14 @@ phase integration+conformance
 # on one worker, and the files that share state run on the same one
 # (pytest.ini's xdist_groups, applied by tests/helpers/collection.py),
 # longest first.
+yield_cpu 10
 workers="${LAGUNA_PYTEST_WORKERS:-2}"
 xdist=()
 if [ "$workers" != 0 ]; then
   xdist=(-n "$workers" --dist loadgroup)
 fi
 "${foreground[@]}" pytest -q --durations=25 "${xdist[@]}" tests/integration tests/conformance
+yield_cpu 0
 phase
 
 if [ "$lanes" = 1 ]; then
