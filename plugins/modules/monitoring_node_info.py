@@ -109,6 +109,15 @@ def mountpoint(path):
     return path
 
 
+def ray_agent_error(run_command, python):
+    """Why the venv's Ray runs minimal agents ("" when it does not): the last line of the import's error.
+
+    ``run_command`` is AnsibleModule.run_command (argv, environ_update) -> (rc, out, err)."""
+    rc, _out, err = run_command([python, "-c", RAY_DEPS_CHECK], environ_update={"PYTHONDONTWRITEBYTECODE": "1"})
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    return "" if rc == 0 else (lines[-1] if lines else "exit status %d" % rc)
+
+
 def recorded(state_dir):
     try:
         with open(os.path.join(state_dir, "installed.json")) as handle:
@@ -138,10 +147,7 @@ def main():
     found = os.access(python, os.X_OK)
     error = "%s does not exist" % python
     if found:
-        rc, _out, err = module.run_command([python, "-c", RAY_DEPS_CHECK],
-                                           environ_update={"PYTHONDONTWRITEBYTECODE": "1"})
-        lines = [line for line in err.strip().splitlines() if line.strip()]
-        error = "" if rc == 0 else (lines[-1] if lines else "exit status %d" % rc)
+        error = ray_agent_error(module.run_command, python)
     module.exit_json(changed=False, missing=missing, recorded=recorded(module.params["state_dir"]),
                      mountpoint=mountpoint(module.params["path"]), python_found=found,
                      ray_metrics=found and error == "", ray_metrics_error=error)

@@ -45,7 +45,7 @@ def role_defaults():
 def hostvars(netdevs=None, mountpoint="/"):
     """Hostvars of the two nodes after the role's render.yml set monitoring_node_facts."""
     return dict((name, {"laguna_roce_ip": ip, "monitoring_node_facts": {
-        "roce_ip": ip, "listen_addresses": ["127.0.0.1", ip], "netdevs": list(netdevs or TWINS),
+        "roce_ip": ip, "listen_addresses": ["127.0.0.1", ip], "netdevs": list(TWINS if netdevs is None else netdevs),
         "mountpoint": mountpoint}}) for name, ip in NODES)
 
 
