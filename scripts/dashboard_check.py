@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Run every panel's query of the shipped Grafana dashboard against a Prometheus.
 
     python3 scripts/dashboard_check.py URL [--dashboard FILE] [--rate-interval 1m]
@@ -95,7 +94,7 @@ def check(url, model, rate_interval="5m", variables=None, expected=(), expect_al
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("url", help="Prometheus's base URL, e.g. http://127.0.0.1:9090")
     parser.add_argument("--dashboard", default=DASHBOARD)
     parser.add_argument("--rate-interval", default="5m", help="what $__rate_interval stands for")

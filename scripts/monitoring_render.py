@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Render the monitoring role's files for inventory/sparks, as the role does, without a Spark.
 
     python3 scripts/monitoring_render.py OUTDIR [-e JSON]
@@ -114,7 +113,7 @@ def render(out, extra_vars=None, collections_path=None):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("out", help="directory to write the files into")
     parser.add_argument("-e", "--extra-vars", default="{}", help="JSON of further variables")
     args = parser.parse_args()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
 from urllib.parse import urlencode
 
@@ -389,7 +390,7 @@ def status_queries(window):
 
 
 def _number(value):
-    return None if value is None or value != value else value  # NaN: no data
+    return None if value is None or math.isnan(value) else value  # NaN: no data
 
 
 def status(nodes, head, results, active):
@@ -454,8 +455,7 @@ def _panels(panels):
     for panel in panels or []:
         yield panel
         # A collapsed row keeps its panels inside it.
-        for inner in _panels(panel.get("panels")):
-            yield inner
+        yield from _panels(panel.get("panels"))
 
 
 def dashboard_queries(model):

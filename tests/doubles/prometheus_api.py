@@ -15,6 +15,7 @@ the same readers against the real Prometheus.
 from __future__ import annotations
 
 import json
+import math
 import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
@@ -31,7 +32,7 @@ class Api:
 
 def _vector(samples):
     now = time.time()
-    return [{"metric": dict(labels), "value": [now, repr(float(value)) if value == value else "NaN"]}
+    return [{"metric": dict(labels), "value": [now, "NaN" if math.isnan(value) else repr(float(value))]}
             for labels, value in samples]
 
 

@@ -87,8 +87,8 @@ def render_rules(values=None, netdevs=None, mountpoint="/"):
 
 def prometheus_yml(values=None):
     """prometheus.yml's text, as the role writes it (YAML of render()'s dict)."""
-    return "# Ansible managed\n" + yaml.safe_dump(render(values)["prometheus_config"], sort_keys=False,
-                                                    default_flow_style=False)
+    config = render(values)["prometheus_config"]
+    return "# Ansible managed\n" + yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 
 
 def promtool():

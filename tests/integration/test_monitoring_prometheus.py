@@ -14,6 +14,7 @@ while requests flow fires LagunaSpecDecodeAcceptanceLow, and restoring it
 clears it. This is the molecule test of the monitoring role in small.
 """
 
+import getpass
 import importlib.util
 import json
 import os
@@ -31,6 +32,7 @@ import yaml
 from ansible.module_utils.urls import open_url
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring as mon
 from helpers import DOUBLES, ROOT, free_port
+from helpers.collection import collections_path
 from helpers import monitoring as helper
 from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 
@@ -81,8 +83,8 @@ def stack(tmp_path_factory):
     base = tmp_path_factory.mktemp("monitoring")
     acceptance = base / "acceptance"
     device, mtu = _up_device()
-    saved = dict((k, os.environ.get(k)) for k in ("LAGUNA_STANDIN_ACCEPTANCE", "LAGUNA_STANDIN_TOKENS_PER_S",
-                                                   "LAGUNA_STANDIN_ACCEPTANCE_FILE"))
+    names = ("LAGUNA_STANDIN_ACCEPTANCE", "LAGUNA_STANDIN_TOKENS_PER_S", "LAGUNA_STANDIN_ACCEPTANCE_FILE")
+    saved = dict((name, os.environ.get(name)) for name in names)
     os.environ.update(LAGUNA_STANDIN_ACCEPTANCE="0.75", LAGUNA_STANDIN_TOKENS_PER_S="2000",
                       LAGUNA_STANDIN_ACCEPTANCE_FILE=str(acceptance))
     sys.path.insert(0, STANDIN)
@@ -192,6 +194,30 @@ def test_the_status_module_reads_the_table_through_ansible(stack, runner):
     assert row["tok_s"] > 100 and row["ttft_p95"] is not None and row["memory_used"] > 0
     assert status["table"][1].startswith("spark-1")
     assert not [a for a in status["firing"] if a["name"] in (ACCEPTANCE_ALERT, "LagunaVllmDown")]
+
+
+def _status_playbook(tmp_path, port):
+    """playbooks/status.yml on this machine as the head (monitoring on, Prometheus at ``port``)."""
+    (tmp_path / "hosts").write_text("[spark_head]\nspark-1 ansible_connection=local laguna_roce_ip=127.0.0.1 "
+                                    "ansible_python_interpreter=%s\n[spark_workers]\n" % sys.executable)
+    extra = {"laguna_user": getpass.getuser(), "laguna_monitoring": True, "laguna_fast_noop": False,
+             "monitoring_prometheus_port": port, "monitoring_alert_window": "5s"}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
+                           str(tmp_path / "hosts"), "playbooks/status.yml", "-e", json.dumps(extra)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_the_status_playbook_prints_the_table_or_says_why_it_cannot(stack, tmp_path):
+    port = int(stack["url"].rsplit(":", 1)[1])
+    proc = _status_playbook(tmp_path, port)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    text = proc.stdout
+    assert "node     role  targets" in text and "spark-1  head  node:up prometheus:up vllm:up" in text, text[-3000:]
+    assert "alert(s) fire at" in text or "No alert fires at" in text
+    down = _status_playbook(tmp_path, free_port())
+    assert down.returncode != 0 and "Could not read Prometheus at http://127.0.0.1:" in down.stdout, down.stdout[-3000:]
 
 
 def test_every_panel_but_rays_has_data(stack):

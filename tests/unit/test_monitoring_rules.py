@@ -233,7 +233,7 @@ def test_the_models_disk_nearly_full_fires_and_other_mounts_do_not(promtool, tmp
     name = "LagunaModelDiskNearlyFull"
     root = dict(job="node", instance="192.168.100.1:9100", node="spark-1", mountpoint="/", device="/dev/nvme0n1p2",
                 fstype="ext4")
-    fired = alert(name, root, "/, which holds the models, has 9.313Gi" "B free (alert below 20 GB).", ACTION[name])
+    fired = alert(name, root, "/, which holds the models, has 9.313GiB free (alert below 20 GB).", ACTION[name])
     passes(promtool, tmp_path, [
         {"interval": "1m", "input_series": [
             {"series": 'node_filesystem_avail_bytes{%s,mountpoint="/",device="/dev/nvme0n1p2",fstype="ext4"}'

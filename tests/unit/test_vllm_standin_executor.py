@@ -305,11 +305,11 @@ def test_the_acceptance_file_changes_the_acceptance_of_a_running_server(tmp_path
     path = tmp_path / "acceptance"
     speed = speed_model.SpeedModel(6, {"LAGUNA_STANDIN_ACCEPTANCE": "0.5",
                                        "LAGUNA_STANDIN_ACCEPTANCE_FILE": str(path)})
-    assert [speed.accepted_this_step() for _ in range(5)] == [3] * 5
+    assert [speed.accepted_this_step() for _step in range(5)] == [3] * 5
     path.write_text("0\n")
-    assert [speed.accepted_this_step() for _ in range(5)] == [0] * 5
+    assert [speed.accepted_this_step() for _step in range(5)] == [0] * 5
     path.write_text("1")
-    assert [speed.accepted_this_step() for _ in range(5)] == [6] * 5
+    assert [speed.accepted_this_step() for _step in range(5)] == [6] * 5
     path.write_text("not a number")
     assert speed.accepted_this_step() == 3
     path.unlink()
