@@ -234,6 +234,22 @@ def test_prometheus_scrapes_itself_on_loopback_when_it_listens_everywhere():
     assert "--web.listen-address=0.0.0.0:9090" in out["prometheus_default"]
 
 
+def test_the_render_filter_names_its_errors():
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+
+    hosts = ["spark-1", "spark-2"]
+    rendered, unknown, not_a_list, lacking, bad = run_filter("monitoring_render", "monitoring_render", [
+        [hosts, helper.hostvars(), helper.settings()], [hosts + ["spark-9"], helper.hostvars(), helper.settings()],
+        ["spark-1", helper.hostvars(), helper.settings()],
+        [hosts, helper.hostvars(), dict((k, v) for k, v in helper.settings().items() if k != "window")],
+        [hosts, helper.hostvars(), dict(helper.settings(), scrape_interval="15")]])
+    assert rendered == json.loads(json.dumps(mon.render(hosts, helper.hostvars(), helper.settings())))
+    assert unknown.endswith("monitoring_render: spark-9 is not in the inventory")
+    assert "the input must be a list of inventory host names" in not_a_list
+    assert lacking.endswith("monitoring_render: the settings lack 'window'")
+    assert bad.endswith("monitoring_render: scrape_interval '15' is not a Prometheus duration such as 15s")
+
+
 def test_durations():
     assert mon.is_duration("15s") and mon.is_duration("1m30s") and mon.is_duration("15d")
     assert not mon.is_duration("0s") and not mon.is_duration("15") and not mon.is_duration("")
