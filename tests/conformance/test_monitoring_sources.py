@@ -114,8 +114,31 @@ def test_ray_runs_a_minimal_agent_without_the_default_extra(ray_src):
     assert '"--metrics-export-port"' in _read(ray_src, "scripts", "scripts.py")
 
 
+def test_vllm_does_not_bring_what_rays_agent_needs(vllm_src, ray_src):
+    """What ray.dashboard.optional_deps imports that neither Ray's nor vLLM 0.25.1's own requirements name:
+    a venv of the two (the venv role's pins) runs minimal agents."""
+    tree = ast.parse(_read(ray_src, "dashboard", "optional_deps.py"))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    assert {"aiohttp_cors", "opencensus", "opentelemetry"} <= imported
+
+    def requirements(dist_info):
+        found = set()
+        for line in _read(dist_info, "METADATA").splitlines():
+            if line.startswith("Requires-Dist:") and "extra ==" not in line:
+                found.add(re.split(r"[\s\[<>=!~;(]", line.split(":", 1)[1].strip())[0].lower().replace("_", "-"))
+        return found
+
+    site = os.path.dirname(vllm_src)
+    vllm_requires = requirements(os.path.join(site, "vllm-0.25.1.dist-info"))
+    ray_requires = requirements(os.path.join(site, "ray-2.60.0.dist-info"))
+    assert "aiohttp" in vllm_requires and "opentelemetry-sdk" in vllm_requires
+    for missing in ("aiohttp-cors", "opencensus", "opentelemetry-exporter-prometheus"):
+        assert missing not in vllm_requires | ray_requires, missing
+
+
 def test_the_conformance_venvs_ray_cannot_export_and_the_module_says_why(vllm_python):
-    """The conformance venv has vLLM 0.25.1 and plain ray 2.60.0, as the venv role pins them."""
+    """The conformance venv has vLLM 0.25.1 and plain ray 2.60.0 (tests/conformance/requirements.txt)."""
     def run_command(argv, environ_update=None):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
                               env=dict(os.environ, **(environ_update or {})))
