@@ -11,13 +11,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.laguna.spark.plugins.module_utils import mirror
 
 
-def mirror_stream_patterns(path, dest):
+def mirror_stream_patterns(dest):
     """{senders, receivers}: regular expressions for stray_processes."""
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise AnsibleFilterError("mirror_stream_patterns: the input must be the worker's absolute path, not %r" % (path,))
-    if not isinstance(dest, str) or ":" not in dest:
-        raise AnsibleFilterError("mirror_stream_patterns: dest must be the mirror's user@address:path, not %r" % (dest,))
-    return mirror.stream_patterns(path, dest)
+    if not isinstance(dest, str) or ":/" not in dest:
+        raise AnsibleFilterError("mirror_stream_patterns: the input must be the mirror's user@address:/path, not %r"
+                                 % (dest,))
+    return mirror.stream_patterns(dest)
 
 
 class FilterModule(object):

@@ -38,17 +38,20 @@ def plan(files, streams):
     return [sorted(b[1]) for b in buckets if b[1]]
 
 
-def stream_patterns(path, dest):
+def stream_patterns(dest):
     """Regular expressions (for stray_processes, on a process's command line)
-    of the rsync streams a mirror into ``path`` runs: the senders on the head
-    (rsync_argv's command line, to ``dest``: user@address:path) and their
-    receivers on the worker, the command each sender starts there over its
-    rsh. rsync passes the partial directory to that server as two words
-    ("rsync --server -logDtpre.iLsfxCIvu --partial-dir .cache/laguna-rsync-partial
-    --temp-dir ... . <path>/"), its own client takes it as one (--partial-dir=...)."""
+    of the rsync streams a mirror to ``dest`` (user@address:path, as the
+    mirror is given it) runs: the senders on the head (rsync_argv's command
+    line) and their receivers on the worker, the command each sender starts
+    there over its rsh, writing into dest's path. rsync passes the partial
+    directory to that server as two words ("rsync --server -logDtpre.iLsfxCIvu
+    --partial-dir .cache/laguna-rsync-partial --temp-dir ... . <path>/"), its
+    own client takes it as one (--partial-dir=...)."""
     partial = re.escape(PARTIAL_DIR)
-    return {"senders": r"^\S*rsync .* --partial-dir=%s .* %s$" % (partial, re.escape(dest.rstrip("/") + "/")),
-            "receivers": r"^\S*rsync --server .* --partial-dir %s .* %s$" % (partial, re.escape(path.rstrip("/") + "/"))}
+    dest = dest.rstrip("/") + "/"
+    path = dest[dest.index(":/") + 1:]
+    return {"senders": r"^\S*rsync .* --partial-dir=%s .* %s$" % (partial, re.escape(dest)),
+            "receivers": r"^\S*rsync --server .* --partial-dir %s .* %s$" % (partial, re.escape(path))}
 
 
 def rsync_argv(rsync, options, rsh, src, dest):

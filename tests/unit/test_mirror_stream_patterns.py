@@ -39,24 +39,22 @@ def test_each_pattern_matches_its_streams_command_line_as_real_rsync_makes_it(tm
     path = "/home/spark/models/hf/Laguna-S-2.1-FP8"
     dest = "spark@10.89.77.12:%s/" % path
     argv, remote = recorded_remote_command(tmp_path, ["--archive", "--whole-file"], dest)
-    patterns = mirror.stream_patterns(path, dest)
+    patterns = mirror.stream_patterns("spark@10.89.77.12:%s" % path)
     sender = " ".join(argv)
     assert remote.startswith("rsync --server ") and " --partial-dir .cache/laguna-rsync-partial " in remote, remote
     assert re.search(patterns["receivers"], remote), (patterns["receivers"], remote)
     assert re.search(patterns["senders"], sender), (patterns["senders"], sender)
     # Each finds its own side only, and only this checkpoint's streams.
     assert not re.search(patterns["senders"], remote) and not re.search(patterns["receivers"], sender)
-    other = mirror.stream_patterns("/home/spark/models/hf/Laguna-S-2.1-DFlash-W4A16",
-                                   "spark@10.89.77.12:/home/spark/models/hf/Laguna-S-2.1-DFlash-W4A16/")
+    other = mirror.stream_patterns("spark@10.89.77.12:/home/spark/models/hf/Laguna-S-2.1-DFlash-W4A16")
     assert not re.search(other["receivers"], remote) and not re.search(other["senders"], sender)
     # The earlier receiver pattern (--partial-dir=..., one word) never matched a real receiver.
     assert not re.search(r"^\S*rsync --server .* --partial-dir=\.cache/laguna-rsync-partial ", remote)
 
 
-def test_the_filter_gives_the_same_patterns_and_refuses_what_is_not_a_path():
-    path, dest = "/srv/m", "spark@10.0.0.2:/srv/m/"
-    results = run_filter("mirror_stream_patterns", "mirror_stream_patterns",
-                         [{"args": [p], "kwargs": {"dest": d}} for p, d in ((path, dest), ("srv/m", dest), (path, "/srv/m"))])
-    assert results[0] == mirror.stream_patterns(path, dest)
-    assert "Error: mirror_stream_patterns: the input must be the worker's absolute path" in results[1]
-    assert "Error: mirror_stream_patterns: dest must be the mirror's user@address:path" in results[2]
+def test_the_filter_gives_the_same_patterns_and_refuses_what_is_not_a_destination():
+    dest = "spark@10.0.0.2:/srv/m"
+    results = run_filter("mirror_stream_patterns", "mirror_stream_patterns", [[dest], ["/srv/m"], ["host:srv/m"]])
+    assert results[0] == mirror.stream_patterns(dest) == mirror.stream_patterns(dest + "/")
+    for refused in results[1:]:
+        assert "Error: mirror_stream_patterns: the input must be the mirror's user@address:/path" in refused, refused
