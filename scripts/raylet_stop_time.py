@@ -81,6 +81,15 @@ def killed_head_repairs(inventory, head, timeouts, rounds):
     return seconds
 
 
+def summary(key, seconds, first, ratio_key):
+    """One JSON object: the times under ``key``, their medians, and each
+    median's ratio to that of ``first``."""
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    return json.dumps({key: seconds, "median": medians,
+                       ratio_key: {name: round(value / medians[first], 3) for name, value in medians.items()}},
+                      sort_keys=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("-i", "--inventory",
@@ -94,10 +103,7 @@ def main():
     if args.killed_head:
         seconds = killed_head_repairs(args.inventory, args.head, args.stop_timeouts, rounds)
         converge(args.inventory, [])
-        medians = {t: statistics.median(v) for t, v in seconds.items()}
-        first = medians[str(args.stop_timeouts[0])]
-        print(json.dumps({"repair_seconds": seconds, "median": medians,
-                          "ratio_to_first": {t: round(v / first, 3) for t, v in medians.items()}}, sort_keys=True))
+        print(summary("repair_seconds", seconds, str(args.stop_timeouts[0]), "ratio_to_first"))
         return
     seconds = {name: [] for name in SETTINGS}
     for _round in range(rounds):
@@ -105,11 +111,7 @@ def main():
             converge(args.inventory, extra)
             seconds[name].append(one_stop(args.head))
     converge(args.inventory, [])
-    medians = {name: statistics.median(values) for name, values in seconds.items()}
-    first = medians["ray_systemd_defaults"]
-    print(json.dumps({"stop_seconds": seconds, "median": medians,
-                      "ratio_to_defaults": {name: round(value / first, 3) for name, value in medians.items()}},
-                     sort_keys=True))
+    print(summary("stop_seconds", seconds, "ray_systemd_defaults", "ratio_to_defaults"))
 
 
 if __name__ == "__main__":
