@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lint gates: ansible-lint (production profile) and ansible-test sanity.
+# Lint gates: ansible-lint (production profile), ansible-test sanity, and
+# promtool on the monitoring role's files.
 #
 # Both tools want the collection at .../ansible_collections/laguna/spark, so
 # the working tree (tracked and untracked files, minus what .gitignore drops)
@@ -8,9 +9,12 @@
 # sanity requirements (pylint, pycodestyle, ...) from PyPI into ~/.ansible/test
 # once, and needs no container.
 #
-#   bash scripts/lint.sh              both gates
+#   bash scripts/lint.sh              every gate
 #   bash scripts/lint.sh lint         ansible-lint only
 #   bash scripts/lint.sh sanity [ARGS] ansible-test sanity only (ARGS passed on)
+#   bash scripts/lint.sh monitoring   promtool check config / check rules of the
+#                                     monitoring role's files, rendered for
+#                                     inventory/sparks (scripts/monitoring_render.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -60,6 +64,22 @@ print(get_venv_packages(P)["pip"])')"
   mkdir -p "$(dirname "$cache")"
   cmp -s scripts/ansible-test-get-pip.py "$cache" || cp scripts/ansible-test-get-pip.py "$cache"
   (cd "$coll" && ansible-test sanity --requirements --python "$PYVER" --color no "$@") || status=1
+fi
+
+if [ "$what" = all ] || [ "$what" = monitoring ]; then
+  echo "== promtool check config / check rules (the monitoring role's files)"
+  # The distribution's promtool (scripts/promtool.sh: fetched once, not installed).
+  if promtool="$(bash scripts/promtool.sh)"; then
+    out="$work/monitoring"
+    if "$BIN/python" scripts/monitoring_render.py "$out" >/dev/null; then
+      "$promtool" check rules "$out/rules.yml" || status=1
+      "$promtool" check config "$out/prometheus.yml" || status=1
+    else
+      status=1
+    fi
+  else
+    status=1
+  fi
 fi
 
 exit "$status"

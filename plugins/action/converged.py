@@ -16,7 +16,7 @@ import re
 from ansible.plugins.action import ActionBase
 
 PREFIXES = ("laguna", "preflight", "venv", "ssh_mesh", "fabric", "fabric_env", "network_gate", "linger",
-            "staging", "vllm_patch", "firewall", "ray_cluster", "vllm_serve")
+            "staging", "vllm_patch", "firewall", "ray_cluster", "vllm_serve", "monitoring")
 # Variables that may hold secrets (with laguna_secret_variables): only their
 # sha256 leaves the controller. staging_hf_environment may carry HF_TOKEN.
 SECRETS = ("vllm_serve_api_key", "staging_hf_environment")

@@ -40,6 +40,15 @@ attributes:
     description: Linux (DGX Spark, Ubuntu 24.04).
 """
 
+    # Modules that only read the host they run on.
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; the same result in check mode.
+"""
+
     # Modules whose only input is sysfs.
     READS_SYSFS = r"""
 options: {}

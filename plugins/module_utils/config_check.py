@@ -44,7 +44,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 # collection: a name nothing in the collection mentions is reported.
 PREFIXES = ("laguna", "preflight", "staging", "vllm_patch", "ray_cluster", "vllm_serve",
             "fabric_env", "fabric", "linger", "teardown", "venv", "ssh_mesh", "network_gate",
-            "draft_quant", "benchmark", "firewall")
+            "draft_quant", "benchmark", "firewall", "monitoring")
 
 
 class Bound(object):
@@ -102,6 +102,18 @@ def _network(value):
         return False
 
 
+def _ip(value):
+    try:
+        ipaddress.ip_address(str(value))
+        return True
+    except ValueError:
+        return False
+
+
+# A Prometheus duration (model.ParseDuration), not zero: 15s, 1m30s, 15d.
+_DURATION = re.compile(r"^(?=.*[1-9])(?:[0-9]+y)?(?:[0-9]+w)?(?:[0-9]+d)?(?:[0-9]+h)?(?:[0-9]+m)?(?:[0-9]+s)?(?:[0-9]+ms)?$")
+
+
 def _host(value):
     return _ipv4(value) or value == "::" or bool(re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$", value))
 
@@ -128,6 +140,12 @@ FORMATS = {
     "url": (lambda v: bool(re.match(r"^(https?|file)://\S+$", v)), "an http(s) or file URL"),
     "option": (lambda v: bool(v) and not v.isspace(), "a non-empty command-line argument"),
     "source": (lambda v: _network(v) or _host(v), "an address, a CIDR or a host name"),
+    "ip": (_ip, "an IP address (0.0.0.0 or :: listens on every address)"),
+    "duration": (lambda v: bool(v) and bool(_DURATION.match(v)), "a Prometheus duration such as 30s, 5m or 15d"),
+    "tsdb_size": (lambda v: v == "" or bool(re.match(r"^[0-9]+(B|KB|MB|GB|TB|PB|EB)$", v)),
+                  "a size such as 4GB (B, KB, MB, GB, TB, PB or EB), or empty for none"),
+    "target": (lambda v: bool(re.match(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$", v)),
+               "host:port ([address]:port for IPv6)"),
     "secret": (lambda v: v == "" or bool(re.match(r"^[!#%&(-\[\]-~]+$", v)),
                "printable ASCII without spaces, quotes, backslashes or $ (or empty)"),
 }
@@ -330,6 +348,32 @@ BOUNDS = {
     "firewall_path": Bound(fmt="abspath", nullable=False),
     "firewall_table": Bound(fmt="word"),
     "laguna_fast_url_timeout": Bound(min=1, max=300),
+    # monitoring
+    "monitoring_prometheus_listen_address": Bound(fmt="ip", nullable=False),
+    "monitoring_prometheus_port": PORT,
+    "monitoring_retention_time": Bound(fmt="duration"),
+    "monitoring_retention_size": Bound(fmt="tsdb_size"),
+    "monitoring_scrape_interval": Bound(fmt="duration"),
+    "monitoring_evaluation_interval": Bound(fmt="duration"),
+    "monitoring_prometheus_extra_args": Bound(elements="word"),
+    "monitoring_node_exporter_extra_args": Bound(elements="word"),
+    "monitoring_node_exporter_listen_addresses": Bound(elements="ip", min_items=1),
+    "monitoring_node_exporter_port": PORT,
+    "monitoring_vllm_target": Bound(fmt="target"),
+    "monitoring_alert_window": Bound(fmt="duration"),
+    "monitoring_alert_acceptance_min": Bound(min=0.0, max=1.0),
+    "monitoring_alert_acceptance_for": Bound(fmt="duration"),
+    "monitoring_alert_stall_for": Bound(fmt="duration"),
+    "monitoring_alert_target_for": Bound(fmt="duration"),
+    "monitoring_roce_netdevs": Bound(elements="ifname"),
+    "monitoring_roce_mtu": Bound(min=1280, max=9216),
+    "monitoring_roce_min_twins": Bound(min=1, max=8),
+    "monitoring_alert_roce_for": Bound(fmt="duration"),
+    "monitoring_model_mountpoints": Bound(elements="abspath"),
+    "monitoring_alert_disk_free_gb": Bound(min=0, max=100000),
+    "monitoring_alert_disk_for": Bound(fmt="duration"),
+    "monitoring_alert_ttft_p95_seconds": Bound(min=0.001, max=86400),
+    "monitoring_alert_ttft_for": Bound(fmt="duration"),
 }
 
 # The last item of a bounded variable's description in its role's

@@ -25,14 +25,11 @@ description:
     O(foreign=warn) only warns.
   - Read-only.
 attributes:
-  check_mode:
-    support: full
-    description: Only reads; the same result in check mode.
   platform:
     support: full
     platforms: linux
     description: Linux with the NVIDIA driver (DGX Spark, Ubuntu 24.04).
-extends_documentation_fragment: [laguna.spark.attributes.no_diff]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.read_only]
 options:
   nvidia_smi:
     description: The nvidia-smi executable.

@@ -18,7 +18,7 @@ from helpers import DOUBLES, gpu
 
 STANDIN = os.path.join(DOUBLES, "vllm_standin")
 sys.path.insert(0, STANDIN)
-from vllm.entrypoints import cli  # noqa: E402
+from vllm.entrypoints import cli, speed_model  # noqa: E402
 from vllm.v1.executor import ray_executor_v2 as executor  # noqa: E402
 from vllm.v1.spec_decode import metrics  # noqa: E402
 from vllm.v1.worker import gpu_worker  # noqa: E402
@@ -252,13 +252,68 @@ def test_the_spec_decoding_line_reports_the_drafts_since_the_last_one(capsys):
     assert metrics.log_stats_interval({"VLLM_LOG_STATS_INTERVAL": "-1"}) == 10.0
 
 
-def test_every_counter_has_its_created_series():
+def test_every_counter_and_histogram_has_its_created_series():
+    """prometheus_client writes a `<name>_created` gauge beside every counter and histogram, and nothing else."""
     text = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144).metrics()
-    totals = {line.split("{")[0][:-len("_total")] for line in text.splitlines()
-              if not line.startswith("#") and line.split("{")[0].endswith("_total")}
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
+    totals = {name[:-len("_total")] for name, kind in types.items() if kind == "counter"}
+    histograms = {name for name, kind in types.items() if kind == "histogram"}
     created = {line.split("{")[0][:-len("_created")] for line in text.splitlines()
                if not line.startswith("#") and line.split("{")[0].endswith("_created")}
-    assert "vllm:prompt_tokens" in totals and totals == created
+    assert "vllm:prompt_tokens" in totals and "vllm:time_to_first_token_seconds" in histograms
+    assert all(name + "_total" in text for name in totals)
+    assert created == totals | histograms
+
+
+def _sample(text, name):
+    """The value of the one sample ``name`` (with its labels, e.g. 'x_bucket{...le="+Inf"...}') in /metrics."""
+    found = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if not line.startswith("#") and line.split(" ")[0].split("{")[0] == name.split("{")[0]
+             and all(part in line for part in name.split("{")[1:])]
+    assert len(found) == 1, (name, found)
+    return found[0]
+
+
+def test_the_scheduler_gauges_and_the_request_histograms_follow_the_requests():
+    engine = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144,
+                        kv_cache_memory_bytes=5368709120)
+    engine.speed.step_s = 0.0
+    assert engine.kv_tokens == 273095  # the recipe's pool for 5 GiB
+    steps = engine.steps(40, "prompt", 100)
+    first = next(steps)
+    text = engine.metrics()
+    assert _sample(text, "vllm:num_requests_running") == 1.0 and _sample(text, "vllm:num_requests_waiting") == 0.0
+    assert _sample(text, "vllm:kv_cache_usage_perc") == (100 + len(first)) / 273095.0
+    assert _sample(text, "vllm:time_to_first_token_seconds_count") == 1.0
+    rest = list(steps)
+    text = engine.metrics()
+    assert _sample(text, "vllm:num_requests_running") == 0.0 and _sample(text, "vllm:kv_cache_usage_perc") == 0.0
+    assert len(first) + sum(len(g) for g in rest) == 40 == _sample(text, "vllm:generation_tokens_total")
+    assert _sample(text, "vllm:inter_token_latency_seconds_count") == len(rest)
+    assert _sample(text, "vllm:iteration_tokens_total_count") == 1 + len(rest)
+    assert _sample(text, "vllm:iteration_tokens_total_sum") == 100 + 40
+    for name, count in (("vllm:time_to_first_token_seconds", 1), ("vllm:inter_token_latency_seconds", len(rest))):
+        buckets = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "_bucket{")]
+        assert buckets == sorted(buckets) and buckets[-1] == count
+        assert _sample(text, name + '_bucket{le="+Inf"') == count
+    # prometheus_client's order: the metric's labels, then le
+    assert 'vllm:time_to_first_token_seconds_bucket{engine="0",model_name="m",le="0.001"}' in text
+    assert 'le="2560.0"' in text and 'vllm:iteration_tokens_total_bucket{engine="0",model_name="m",le="16384.0"}' in text
+
+
+def test_the_acceptance_file_changes_the_acceptance_of_a_running_server(tmp_path):
+    path = tmp_path / "acceptance"
+    speed = speed_model.SpeedModel(6, {"LAGUNA_STANDIN_ACCEPTANCE": "0.5",
+                                       "LAGUNA_STANDIN_ACCEPTANCE_FILE": str(path)})
+    assert [speed.accepted_this_step() for _step in range(5)] == [3] * 5
+    path.write_text("0\n")
+    assert [speed.accepted_this_step() for _step in range(5)] == [0] * 5
+    path.write_text("1")
+    assert [speed.accepted_this_step() for _step in range(5)] == [6] * 5
+    path.write_text("not a number")
+    assert speed.accepted_this_step() == 3
+    path.unlink()
+    assert speed.accepted_this_step() == 3
 
 
 def test_each_ranks_kv_line_carries_rays_prefix(capsys):

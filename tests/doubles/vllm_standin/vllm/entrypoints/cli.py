@@ -25,7 +25,11 @@ What it does like vLLM, because the collection depends on it:
     draft's kernel, "Initial free memory ... reserved ... for KV Cache" per
     rank and the periodic "SpecDecoding metrics: ..." line;
   * serves /v1/models, /v1/chat/completions (also streaming, with usage),
-    /v1/completions, /health and /metrics with the spec-decode counters;
+    /v1/completions, /health and /metrics with the token and spec-decode
+    counters, the scheduler's gauges (running and waiting requests, KV-cache
+    usage) and the histograms of time to first token, inter-token latency
+    and tokens per engine step, named, typed and labelled as vLLM's
+    PrometheusStatLogger registers them (tests/conformance/test_vllm_metrics.py);
   * an API key as vLLM 0.25.1 takes it: `--api-key` declared as vLLM's
     parser declares it (one or more keys; "" and "None" stand for none),
     else the VLLM_API_KEY environment variable (api_key_tokens()); with a
@@ -37,7 +41,8 @@ What it does like vLLM, because the collection depends on it:
     tests/conformance/test_vllm_api_key.py).
 What it fakes: the tokens. It streams a fixed code snippet word by word at
 LAGUNA_STANDIN_TOKENS_PER_S, accepting LAGUNA_STANDIN_ACCEPTANCE of each
-k-token draft (0 stands for a mismatched draft).
+k-token draft (0 stands for a mismatched draft; LAGUNA_STANDIN_ACCEPTANCE_FILE
+changes it while the server runs, speed_model.py).
 """
 
 from __future__ import annotations
@@ -248,11 +253,47 @@ def engine_failed_to_start(exc):
     raise SystemExit(ENGINE_INIT_FAILED)
 
 
+# vLLM 0.25.1's histogram buckets (v1/metrics/loggers.py, PrometheusStatLogger).
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0)
+ITERATION_TOKENS_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+class Histogram:
+    """Observations in cumulative buckets, as prometheus_client keeps them."""
+
+    def __init__(self, buckets):
+        self.buckets = tuple(float(b) for b in buckets)
+        self.counts = [0] * (len(self.buckets) + 1)  # the last: +Inf
+        self.total = 0.0
+
+    def observe(self, value):
+        for index, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[index] += 1
+                break
+        else:
+            self.counts[-1] += 1
+        self.total += value
+
+    def cumulative(self):
+        """[(le text, count)] as the exposition writes them, +Inf last."""
+        out, running = [], 0
+        for bound, count in zip([repr(b) for b in self.buckets] + ["+Inf"], self.counts):
+            running += count
+            out.append((bound, running))
+        return out
+
+
 class Engine:
-    def __init__(self, name, spec, max_model_len):
+    def __init__(self, name, spec, max_model_len, kv_cache_memory_bytes=None):
         self.name = name
         self.spec = spec
         self.max_model_len = max_model_len
+        # The KV pool the recipe's log line reports for this many bytes (log_kv_cache()).
+        self.kv_tokens = int(round((kv_cache_memory_bytes or 5368709120) * RECIPE_KV_TOKENS_PER_BYTE))
         self.rate = float(os.environ.get("LAGUNA_STANDIN_TOKENS_PER_S", "200"))
         self.acceptance = float(os.environ.get("LAGUNA_STANDIN_ACCEPTANCE", "0.75"))
         self.lock = threading.Lock()
@@ -262,6 +303,12 @@ class Engine:
         self.counters["accepted_per_pos"] = [0] * self.speed.k
         self.spec_logging = SpecDecodingLogging()
         self.dead = False
+        # The scheduler's state and the request histograms of /metrics.
+        self.running = 0
+        self.kv_in_use = 0
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.iteration_tokens = Histogram(ITERATION_TOKENS_BUCKETS)
 
     @property
     def errored(self):
@@ -283,22 +330,47 @@ class Engine:
             log(message, LOG_SITES["spec_decoding"])
 
     def steps(self, max_tokens, prompt="", prompt_tokens=0):
-        """Token groups as the target would emit them: the prefill's, then one per step."""
+        """Token groups as the target would emit them: the prefill's, then one per step.
+
+        While it runs the request counts as running and holds its tokens in
+        the KV pool; each group is observed as vLLM's scheduler stats are:
+        the first one's delay as the time to first token, each later one's
+        as an inter-token latency, every step's tokens (the prefill's with
+        the prompt) as one engine step's."""
         k = self.speed.k
-        due = time.monotonic()  # a schedule, so that sleep overheads do not add up
-        for wait, group, accepted in self.speed.steps(prompt, prompt_tokens, max_tokens):
-            due += wait
-            time.sleep(max(0.0, due - time.monotonic()))
+        start = due = time.monotonic()  # a schedule, so that sleep overheads do not add up
+        last, held = None, prompt_tokens
+        with self.lock:
+            self.running += 1
+            self.kv_in_use += held
+        try:
+            for wait, group, accepted in self.speed.steps(prompt, prompt_tokens, max_tokens):
+                due += wait
+                time.sleep(max(0.0, due - time.monotonic()))
+                now = time.monotonic()
+                with self.lock:
+                    if accepted is not None:
+                        self.counters["drafts"] += 1
+                        self.counters["draft_tokens"] += k
+                        self.counters["accepted"] += accepted
+                        for pos in range(accepted):
+                            self.counters["accepted_per_pos"][pos] += 1
+                        self.spec_logging.observe(1, k, accepted, [1 if pos < accepted else 0 for pos in range(k)])
+                    self.counters["generation"] += len(group)
+                    if last is None:
+                        self.ttft.observe(now - start)
+                        self.iteration_tokens.observe(prompt_tokens + len(group))
+                    else:
+                        self.itl.observe(now - last)
+                        self.iteration_tokens.observe(len(group))
+                    self.kv_in_use += len(group)
+                    held += len(group)
+                last = now
+                yield group
+        finally:
             with self.lock:
-                if accepted is not None:
-                    self.counters["drafts"] += 1
-                    self.counters["draft_tokens"] += k
-                    self.counters["accepted"] += accepted
-                    for pos in range(accepted):
-                        self.counters["accepted_per_pos"][pos] += 1
-                    self.spec_logging.observe(1, k, accepted, [1 if pos < accepted else 0 for pos in range(k)])
-                self.counters["generation"] += len(group)
-            yield group
+                self.running -= 1
+                self.kv_in_use -= held
 
     def metrics(self):
         """/metrics as vLLM 0.25.1 writes it (prometheus_client's text format).
@@ -321,6 +393,25 @@ class Engine:
             family(name + "_total", "counter", doc, values)
             family(name + "_created", "gauge", doc, [(extra, self.started) for extra, _value in values])
 
+        def gauge(name, doc, value):
+            family(name, "gauge", doc, [({}, value)])
+
+        def histogram(name, doc, hist):
+            out.append("# HELP %s %s" % (name, doc))
+            out.append("# TYPE %s histogram" % name)
+            text = ",".join('%s="%s"' % kv for kv in sorted(labels.items()))
+            for bound, count in hist.cumulative():
+                out.append('%s_bucket{%s,le="%s"} %s' % (name, text, bound, repr(float(count))))
+            out.append("%s_count{%s} %s" % (name, text, repr(float(sum(hist.counts)))))
+            out.append("%s_sum{%s} %s" % (name, text, repr(float(hist.total))))
+            family(name + "_created", "gauge", doc, [({}, self.started)])
+
+        with self.lock:
+            running, kv_in_use = self.running, self.kv_in_use
+        gauge("vllm:num_requests_running", "Number of requests in model execution batches.", running)
+        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", 0)
+        gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+              min(1.0, kv_in_use / float(self.kv_tokens)) if self.kv_tokens else 0.0)
         counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [({}, c["prompt"])])
         counter("vllm:generation_tokens", "Number of generation tokens processed.", [({}, c["generation"])])
         if self.spec:
@@ -329,6 +420,10 @@ class Engine:
             counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", [({}, c["accepted"])])
             counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
                     [({"position": str(pos)}, count) for pos, count in enumerate(c.get("accepted_per_pos", []))])
+        histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                  self.iteration_tokens)
+        histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
+        histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl)
         return "\n".join(out) + "\n"
 
     @property
@@ -503,7 +598,7 @@ def serve(args):
             raise SystemExit("ERROR: speculative config %s: need method dflash and a staged draft" % spec)
         load_draft(spec)
         log_draft_kernel()
-    engine = Engine(args.served_model_name or args.model, spec, args.max_model_len)
+    engine = Engine(args.served_model_name or args.model, spec, args.max_model_len, args.kv_cache_memory_bytes)
     executor, driver_ip = None, None
     try:
         if args.distributed_executor_backend == "ray":

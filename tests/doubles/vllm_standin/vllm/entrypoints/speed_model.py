@@ -21,6 +21,12 @@ variables, so that a test can compute what the benchmark must report:
   LAGUNA_STANDIN_ACCEPTANCE      used when the list is unset (default 0.75):
                                  every step accepts round(k * this) tokens
                                  exactly; 0 stands for a mismatched draft.
+  LAGUNA_STANDIN_ACCEPTANCE_FILE a file that, while it exists and holds a
+                                 number, replaces both above for the steps
+                                 that follow (as LAGUNA_STANDIN_ACCEPTANCE
+                                 does): a test changes the acceptance of a
+                                 running server, e.g. to 0 and back by
+                                 removing the file.
   LAGUNA_STANDIN_PREFILL_TOKENS_PER_S
                                  prefill rate; the first token comes
                                  prompt_tokens / this after the request
@@ -102,6 +108,7 @@ class SpeedModel:
         listed = [v for v in (env.get("LAGUNA_STANDIN_ACCEPTANCE_PER_POS") or "").split(",") if v.strip()]
         self.per_position = per_position(
             self.k, listed, _env_float(env, "LAGUNA_STANDIN_ACCEPTANCE", 0.75))
+        self.override_file = env.get("LAGUNA_STANDIN_ACCEPTANCE_FILE") or None
         self.lossy = env.get("LAGUNA_STANDIN_LOSSY") == "1"
         self.draws = 0
         self.lock = threading.Lock()
@@ -115,13 +122,24 @@ class SpeedModel:
         return prompt_tokens / self.prefill_rate
 
     # -- acceptance -------------------------------------------------------
+    def current_per_position(self):
+        """The acceptance of each position now: the override file's while it holds a number
+        (read at every step: a few bytes, and no rewrite within one timestamp tick goes unseen)."""
+        if not self.override_file:
+            return self.per_position
+        try:
+            with open(self.override_file) as handle:
+                return per_position(self.k, None, float(handle.read().strip()))
+        except (OSError, ValueError):
+            return self.per_position
+
     def accepted_this_step(self):
         """Draft tokens the next step accepts: the prefix of positions that pass."""
         with self.lock:
             self.draws += 1
             u = (self.draws * GOLDEN) % 1.0
         accepted = 0
-        for prob in self.per_position:
+        for prob in self.current_per_position():
             if u >= prob:
                 break
             accepted += 1
