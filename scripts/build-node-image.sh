@@ -21,7 +21,7 @@
 # of the suite does not change the hash: `podman rmi` the image to take it.
 #   bash scripts/build-node-image.sh                    build unless up to date
 #   bash scripts/build-node-image.sh --print-platform [ARCH]
-#   bash scripts/build-node-image.sh --print-packages   INCLUDE, then INSTALL
+#   bash scripts/build-node-image.sh --print-packages   INCLUDE, INSTALL, APT_REPO
 #   bash scripts/build-node-image.sh --print-build-id   the hash, no build
 set -euo pipefail
 
@@ -29,7 +29,13 @@ set -euo pipefail
 # `nft`, which Ubuntu 24.04 (a Spark's DGX OS) has by default.
 INCLUDE=(python3 systemd systemd-sysv dbus sudo openssh-server nftables)
 # Installed with apt inside the rootfs afterwards.
-INSTALL=(dbus-user-session libpam-systemd rsync python3-venv procps iproute2 openssh-client ca-certificates)
+# python3-apt: Ansible's apt module (the monitoring role), as Ubuntu has it.
+INSTALL=(dbus-user-session libpam-systemd rsync python3-venv procps iproute2 openssh-client ca-certificates python3-apt)
+# Downloaded, not installed, into a local apt repository in the image
+# (/opt/laguna-apt, with their dependencies the rootfs lacks): the nodes'
+# only apt source, so that the monitoring role installs the distribution's
+# packages at converge without the test bed reaching any other address.
+APT_REPO=(prometheus prometheus-node-exporter)
 
 # The node's architecture, from the machine that builds the image (Sparks are
 # aarch64): "<debootstrap arch> <pip --platform options for manylinux wheels>".
@@ -53,6 +59,7 @@ fi
 if [ "${1:-}" = --print-packages ]; then
   echo "${INCLUDE[*]}"
   echo "${INSTALL[*]}"
+  echo "${APT_REPO[*]}"
   exit
 fi
 # A plain assignment, so that an unsupported architecture stops the build here.
@@ -100,6 +107,18 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends ${INSTALL[*]} >/dev/null
 useradd --create-home --uid ${NODE_UID} --shell /bin/bash ${NODE_USER}
 chown -R ${NODE_USER}:${NODE_USER} /home/${NODE_USER}
+# The local repository: the packages and what they need beyond the rootfs,
+# indexed by apt-ftparchive (apt-utils is removed again afterwards).
+apt-get install -y -qq --no-install-recommends apt-utils >/dev/null
+apt-get clean
+apt-get install -y -qq --no-install-recommends --download-only ${APT_REPO[*]} >/dev/null
+mkdir -p /opt/laguna-apt
+mv /var/cache/apt/archives/*.deb /opt/laguna-apt/
+(cd /opt/laguna-apt && apt-ftparchive packages . > Packages)
+apt-get purge -y -qq apt-utils >/dev/null
+apt-get autoremove -y -qq >/dev/null
+echo 'deb [trusted=yes] file:/opt/laguna-apt ./' > /etc/apt/sources.list
+rm -f /etc/apt/sources.list.d/*
 # Boot quietly inside a container.
 systemctl mask getty.target console-getty.service systemd-udevd.service \
   systemd-udev-trigger.service systemd-modules-load.service >/dev/null 2>&1

@@ -4,8 +4,9 @@
 #   .cache/node-index/simple/<project>/index.html  ->  .cache/node-index/wheels/*.whl
 # holding, for the nodes' platform (bookworm's CPython 3.11, this machine's
 # architecture unless LAGUNA_NODE_ARCH says otherwise):
-#   - the real Ray, huggingface_hub (its `hf` CLI) and ninja wheels with all
-#     their dependencies, from PyPI; Ray's and huggingface_hub's versions are
+#   - the real Ray (with its `default` extra, as pinned: its metrics agent),
+#     huggingface_hub (its `hf` CLI) and ninja wheels with all their
+#     dependencies, from PyPI; Ray's and huggingface_hub's versions are
 #     the venv role's pins, read from roles/venv/defaults/main.yml (the role
 #     leaves ninja's version open);
 #   - stand-ins with the real names and versions for what needs a GPU:
@@ -17,10 +18,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$root/.cache/node-index}"
 PYTHON="${PYTHON:-$root/.venv/bin/python}"
 PY_VERSION="${LAGUNA_NODE_PYTHON:-3.11}"
-# The line `  - NAME==VERSION` of the venv role's venv_pins; fails unless there is exactly one.
+# The line `  - NAME==VERSION` (or `  - NAME[EXTRAS]==VERSION`, e.g. ray[default]) of the venv
+# role's venv_pins; fails unless there is exactly one.
 role_pin() {
   local found
-  found="$(sed -n "s/^  - \($1==[A-Za-z0-9.+!_-]*\)[[:space:]]*\$/\1/p" "$root/roles/venv/defaults/main.yml")"
+  found="$(sed -n "s/^  - \($1\(\[[A-Za-z0-9,_-]*\]\)\{0,1\}==[A-Za-z0-9.+!_-]*\)[[:space:]]*\$/\1/p" "$root/roles/venv/defaults/main.yml")"
   if [ -z "$found" ] || [ "$(printf '%s\n' "$found" | wc -l)" -ne 1 ]; then
     echo "node-index: no single '  - $1==VERSION' line in roles/venv/defaults/main.yml (venv_pins)" >&2
     return 1

@@ -342,6 +342,7 @@ BOUNDS = {
     "laguna_ray_auth_token_path": Bound(fmt="abspath"),
     "laguna_ray_auth_token_generation": Bound(min=0, max=1000000),
     "laguna_ray_ports": Bound(each=PORT),
+    "laguna_monitoring_ports": Bound(each=PORT),
     # firewall
     "firewall_api_sources": Bound(elements="source"),
     "firewall_extra_sources": Bound(elements="source"),

@@ -106,6 +106,21 @@ def ray_ports(ray_port=None, ports=None):
     return out
 
 
+def monitoring_ports(monitoring, ports=None):
+    """The guarded ports of the monitoring role (laguna_monitoring_ports, by name) as strings,
+    sorted by name; none unless ``monitoring`` (laguna_monitoring) is on."""
+    if not monitoring:
+        return []
+    out = []
+    for name in sorted(ports or {}):
+        try:
+            parse_port(ports[name])
+        except ValueError as exc:
+            raise ValueError("monitoring_ports.%s: %s" % (name, exc))
+        out.append(str(ports[name]).strip())
+    return out
+
+
 def _port_text(interval):
     low, high = interval
     return str(low) if low == high else "%d-%d" % (low, high)

@@ -5,7 +5,9 @@
 
 Pins are ``name==version`` (exact, local version label included, e.g.
 ``torch==2.11.0+cu130``), ``name[extra]==version`` or a bare ``name`` (any
-version). Names compare in PEP 503 normal form.
+version). Names compare in PEP 503 normal form. A pin with extras is met
+only when the requirements its extras add are met too (``ray[default]``:
+Ray's metrics agent needs them), which EXTRAS_CHECK asks the venv's python.
 """
 
 from __future__ import annotations
@@ -27,19 +29,75 @@ def parse_pin(pin):
     return normalize(match.group(1)), match.group(3)
 
 
+def pin_extras(pin):
+    """The extras a pin asks for (``ray[default]==2.60.0``: ``["default"]``), sorted and normalized."""
+    match = PIN_RE.match(pin)
+    if not match:
+        raise ValueError("not a pin of the form name==version or name: %r" % pin)
+    listed = (match.group(2) or "[]")[1:-1]
+    return sorted({normalize(extra.strip()) for extra in listed.split(",") if extra.strip()})
+
+
+# Run by the venv's own python (``python -c EXTRAS_CHECK '<json [[name, [extra, ...]], ...]>'``):
+# prints {name: [requirement, ...]}, the requirements each distribution's extras add that the venv
+# does not meet (missing, or a version outside the specifier); a distribution that is not installed
+# gets ["(not installed)"]. Markers are evaluated with pip's own copy of packaging, which every venv
+# made with ensurepip has.
+EXTRAS_CHECK = r"""
+import json, sys
+import importlib.metadata as md
+from pip._vendor.packaging.requirements import Requirement
+out = {}
+for name, extras in json.loads(sys.argv[1]):
+    try:
+        requires = md.requires(name) or []
+    except md.PackageNotFoundError:
+        out[name] = ["(not installed)"]
+        continue
+    missing = []
+    for text in requires:
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            continue
+        if not any(req.marker.evaluate({"extra": extra}) for extra in extras):
+            continue
+        wanted = req.name + str(req.specifier)
+        try:
+            version = md.version(req.name)
+        except md.PackageNotFoundError:
+            missing.append(wanted)
+            continue
+        if req.specifier and not req.specifier.contains(version, prereleases=True):
+            missing.append("%s (installed %s)" % (wanted, version))
+    out[name] = missing
+print(json.dumps(out))
+"""
+
+
+def extras_query(pins):
+    """The argument of EXTRAS_CHECK for the pins that name extras ([] when none does)."""
+    return [[parse_pin(pin)[0], pin_extras(pin)] for pin in pins if pin_extras(pin)]
+
+
 def installed_from_pip_list(text):
     """{normal name: version} from ``pip list --format json``."""
     return {normalize(item["name"]): item["version"] for item in json.loads(text or "[]")}
 
 
-def unsatisfied(pins, installed):
-    """The pins the installed set does not meet, as dicts (pin, name, wanted, installed)."""
+def unsatisfied(pins, installed, extras_missing=None):
+    """The pins the installed set does not meet, as dicts (pin, name, wanted, installed, and for a
+    pin with extras, extras_missing: what EXTRAS_CHECK found its extras lack)."""
+    extras_missing = extras_missing or {}
     out = []
     for pin in pins:
         name, wanted = parse_pin(pin)
         have = installed.get(name)
-        if have is None or (wanted is not None and have != wanted):
-            out.append({"pin": pin, "name": name, "wanted": wanted, "installed": have})
+        lacking = extras_missing.get(name, []) if pin_extras(pin) else []
+        if have is None or (wanted is not None and have != wanted) or lacking:
+            item = {"pin": pin, "name": name, "wanted": wanted, "installed": have}
+            if pin_extras(pin):
+                item["extras_missing"] = lacking
+            out.append(item)
     return out
 
 

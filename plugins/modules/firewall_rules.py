@@ -61,6 +61,16 @@ options:
     type: list
     elements: str
     default: []
+  monitoring:
+    description: Whether the monitoring role runs (C(laguna_monitoring)); only then are O(monitoring_ports) guarded.
+    type: bool
+    default: false
+  monitoring_ports:
+    description:
+      - The monitoring role's ports (C(laguna_monitoring_ports)) by name, the node exporter's and
+        Prometheus's; guarded like Ray's when O(monitoring) is true.
+    type: dict
+    default: {}
   ray_port:
     description: Ray's GCS port (C(laguna_ray_port)), guarded.
     type: int
@@ -234,7 +244,8 @@ def _write(module, nft, path, text):
 def present(module, nft, node):
     p = module.params
     try:
-        ports = firewall.ray_ports(p["ray_port"], p["ray_ports"]) + list(p["guarded_ports"])
+        ports = (firewall.ray_ports(p["ray_port"], p["ray_ports"]) + list(p["guarded_ports"])
+                 + firewall.monitoring_ports(p["monitoring"], p["monitoring_ports"]))
         cluster = firewall.cluster_sources(p["cluster"], p["roce_prefix"])
         wanted = firewall.render(p["table"], ports, cluster, p["extra_sources"], p["api_port"], p["api_sources"])
     except ValueError as exc:
@@ -295,6 +306,8 @@ def main():
             path=dict(type="path", default="/etc/laguna-spark/firewall.nft"),
             nft=dict(type="str", default="nft"),
             guarded_ports=dict(type="list", elements="str", default=[]),
+            monitoring=dict(type="bool", default=False),
+            monitoring_ports=dict(type="dict", default={}),
             ray_port=dict(type="int"),
             ray_ports=dict(type="dict", default={}),
             cluster=dict(type="list", elements="dict", default=[], options=dict(

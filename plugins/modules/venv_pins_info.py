@@ -13,6 +13,9 @@ version_added: "0.2.0"
 description:
   - Runs C(<venv>/bin/python -m pip list --format json) and compares the
     result with O(pins) (C(name==version), exact, or a bare C(name)).
+  - A pin with extras (C(ray[default]==2.60.0)) is met only when the
+    requirements its extras add are installed too, which the venv's python
+    reads from the distribution's metadata.
   - Returns the pins not met and the C(pip install) command line the venv role
     runs when there are any, so a rerun with the same pins installs nothing.
   - Read-only.
@@ -67,7 +70,7 @@ installed:
   returned: always
   type: dict
 missing:
-  description: Pins not met (pin, name, wanted, installed).
+  description: Pins not met (pin, name, wanted, installed; for a pin with extras also extras_missing, the requirements its extras add that are not met).
   returned: always
   type: list
   elements: dict
@@ -78,6 +81,7 @@ install_argv:
   elements: str
 """
 
+import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -104,6 +108,7 @@ def main():
         module.fail_json(msg=str(exc))
     argv = venv_pins.pip_install_argv(python, p["pins"], p["index_url"], p["extra_index_urls"], p["pip_args"])
     installed = {}
+    extras_missing = {}
     exists = os.path.exists(python)
     if exists:
         rc, out, err = module.run_command([python, "-m", "pip", "list", "--format", "json",
@@ -111,8 +116,15 @@ def main():
         if rc != 0:
             module.fail_json(msg="pip list failed in %s: %s" % (p["venv"], err.strip()), install_argv=argv)
         installed = venv_pins.installed_from_pip_list(out)
+        query = venv_pins.extras_query(p["pins"])
+        if query:
+            rc, out, err = module.run_command([python, "-c", venv_pins.EXTRAS_CHECK, json.dumps(query)])
+            if rc != 0:
+                module.fail_json(msg="reading the extras' requirements failed in %s: %s" % (p["venv"], err.strip()),
+                                 install_argv=argv)
+            extras_missing = json.loads(out)
     module.exit_json(changed=False, exists=exists, installed=installed,
-                     missing=venv_pins.unsatisfied(p["pins"], installed), install_argv=argv)
+                     missing=venv_pins.unsatisfied(p["pins"], installed, extras_missing), install_argv=argv)
 
 
 if __name__ == "__main__":

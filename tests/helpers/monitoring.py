@@ -33,12 +33,16 @@ def _yaml(path):
 
 
 def role_defaults():
-    """The role's defaults with literal values; the two templated ones resolved as the role resolves them
-    without the fabric role (fabric_mtu 9000, fabric_min_twins 2: the fabric role's own defaults)."""
+    """The role's defaults with literal values; the templated ones resolved as the role resolves them
+    without the fabric role (fabric_mtu 9000, fabric_min_twins 2: the fabric role's own defaults), the
+    ports from roles/laguna's laguna_monitoring_ports."""
     values = _yaml(os.path.join(ROLE, "defaults", "main.yml"))
     fabric = _yaml(os.path.join(ROOT, "roles", "fabric", "defaults", "main.yml"))
+    ports = _yaml(os.path.join(ROOT, "roles", "laguna", "defaults", "main.yml"))["laguna_monitoring_ports"]
     values["monitoring_roce_mtu"] = fabric["fabric_mtu"]
     values["monitoring_roce_min_twins"] = fabric["fabric_min_twins"]
+    values["monitoring_prometheus_port"] = ports["prometheus"]
+    values["monitoring_node_exporter_port"] = ports["node_exporter"]
     return values
 
 

@@ -100,3 +100,16 @@ def test_debootstrap_installs_nftables(tmp_path):
                             check=True).stdout.splitlines()
     assert listed[0].split() == packages
     assert "rsync" in listed[1].split()
+
+
+def test_the_image_carries_the_monitoring_packages_as_its_only_apt_source():
+    """The monitoring role installs prometheus and the node exporter with apt at converge (python3-apt
+    is installed for Ansible's apt module); the image holds them in a local repository that is its only
+    apt source, so the test bed reaches no other address."""
+    listed = subprocess.run(["bash", SCRIPT, "--print-packages"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    assert "python3-apt" in listed[1].split()
+    assert listed[2].split() == ["prometheus", "prometheus-node-exporter"]
+    text = open(SCRIPT).read()
+    assert "echo 'deb [trusted=yes] file:/opt/laguna-apt ./' > /etc/apt/sources.list" in text
+    assert "rm -f /etc/apt/sources.list.d/*" in text

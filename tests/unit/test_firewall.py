@@ -573,3 +573,16 @@ def test_the_module_with_the_real_nft_in_a_private_namespace(run_module, netns, 
     gone = run_module(firewall_rules, {"path": args["path"], "nft": str(wrapper), "state": "absent"})
     assert gone["changed"] and gone["deleted"] and not os.path.exists(args["path"])
     assert nft("list", "table", "inet", "laguna_spark").returncode != 0
+
+
+def test_the_monitoring_ports_are_guarded_only_with_monitoring_on():
+    """laguna_monitoring_ports (roles/laguna) join the guarded ports when laguna_monitoring is true."""
+    ports = {"prometheus": 9090, "node_exporter": "9100"}
+    assert firewall.monitoring_ports(False, ports) == []
+    assert firewall.monitoring_ports(True, ports) == ["9100", "9090"]
+    assert firewall.monitoring_ports(True, {}) == []
+    with pytest.raises(ValueError, match="monitoring_ports.prometheus"):
+        firewall.monitoring_ports(True, {"prometheus": 70000})
+    text = firewall.render("laguna_spark", firewall.ray_ports(6379, {"node_manager": 6380})
+                           + firewall.monitoring_ports(True, ports), ["192.168.100.1"])["text"]
+    assert "9090" in text and "9100" in text

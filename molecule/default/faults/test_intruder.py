@@ -29,8 +29,10 @@ from helpers import constants as c  # noqa: E402  (test_faults puts tests/ on sy
 INTRUDER, INTRUDER_IP = "laguna-intruder", "10.89.77.13"
 IMAGE = "localhost/laguna-spark-node:latest"
 HEAD_IP, WORKER_IP = c.MOLECULE_ROCE_IP[HEAD], c.MOLECULE_ROCE_IP[WORKER]
-# What the firewall role guards: laguna_ray_port and laguna_ray_ports (roles/laguna/defaults).
-GUARDED = {6379, 6380, 6381, 6382, 6383, 6384, 52365, 10001, 8265} | set(range(10002, 20000))
+# What the firewall role guards: laguna_ray_port and laguna_ray_ports (roles/laguna/defaults), and
+# with laguna_monitoring (on in the scenario) laguna_monitoring_ports.
+GUARDED = {6379, 6380, 6381, 6382, 6383, 6384, 52365, 10001, 8265, 44217, 44227} | set(range(10002, 20000))
+MONITORING_PORTS = {"node_exporter": 9100, "prometheus": 9090}
 INTRUDER_RAY = "/opt/ray/bin"
 # A driver that runs a task pinned to the head node, as the reported attack did.
 DRIVER = ("import ray, sys\n"
@@ -154,6 +156,16 @@ def test_every_port_ray_listens_on_is_guarded_and_refuses_a_stranger(intruder):
         assert set(outcome.values()) == {"refused"}, (host, outcome)
     # The firewall admits the cluster's own nodes.
     assert try_connect(WORKER, [6379, 6380], HEAD_IP) == {6379: "open", 6380: "open"}
+
+
+def test_the_node_exporters_answer_the_cluster_and_refuse_a_stranger(intruder):
+    """The node exporter listens on each node's RoCE address for the head's Prometheus; the firewall
+    admits the cluster's nodes there and refuses the stranger (Prometheus listens on loopback)."""
+    port = MONITORING_PORTS["node_exporter"]
+    for ip in (HEAD_IP, WORKER_IP):
+        assert try_connect(intruder, [port], ip) == {port: "refused"}, ip
+    assert try_connect(HEAD, [port], WORKER_IP) == {port: "open"}
+    assert try_connect(WORKER, [port], HEAD_IP) == {port: "open"}
 
 
 def test_ray_refuses_a_stranger_with_or_without_the_token(intruder):
