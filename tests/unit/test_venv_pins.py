@@ -68,9 +68,9 @@ def test_a_pin_with_extras_is_met_only_with_what_the_extras_add(tmp_path):
     """ray[default]==2.60.0 with Ray installed but not its default extra's requirements is not met
     (the metrics agent cannot run); with them it is. The base requirements and other extras'
     do not count, and a version outside the extra's specifier does."""
-    _fake_dist(tmp_path, "ray", "2.60.0", ["click>=7.0", 'colorful; extra == "default"',
-                                          'aiohttp>=3.14.4; extra == "default"',
-                                          'cupy-cuda12x; sys_platform != "darwin" and extra == "cgraph"'])
+    _fake_dist(tmp_path, "ray", "2.60.0", [
+        "click>=7.0", 'colorful; extra == "default"', 'aiohttp>=3.14.4; extra == "default"',
+        'cupy-cuda12x; sys_platform != "darwin" and extra == "cgraph"'])
     _fake_dist(tmp_path, "aiohttp", "3.9.0", [])
     pins = ["ray[default]==2.60.0", "ninja"]
     assert venv_pins.pin_extras(pins[0]) == ["default"] and venv_pins.extras_query(pins) == [["ray", ["default"]]]
