@@ -126,6 +126,9 @@ systemctl enable ssh.service >/dev/null 2>&1
 : > /etc/machine-id
 apt-get clean
 rm -rf /var/lib/apt/lists/* /root/.cache
+# The local repository's package lists, as a installed machine has its
+# sources' lists (check mode's apt cannot update them).
+apt-get update -qq
 CHROOT
 
 for m in proc dev; do umount -l "$work/rootfs/$m"; done
