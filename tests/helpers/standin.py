@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 
-from helpers import DOUBLES
+from helpers import DOUBLES, STANDIN_DFLASH
 from helpers.constants import MAX_MODEL_LEN
 
 STANDIN = os.path.join(DOUBLES, "vllm_standin")
@@ -53,3 +53,37 @@ def patched_copy(package):
         handle.write(patched)
     return package
 
+
+# --- variants of the stand-in's laguna_dflash.py (tests/unit/test_laguna_dflash_patch.py,
+# tests/integration/test_vllm_patch_role.py): one source, each variant an edit of it
+
+STANDIN_IF = "            if self.quant_config is not None and (\n"
+CACHE_SCALE_CALL = "                scale_name := self.quant_config.get_cache_scale(name)\n"
+
+
+def loader_with(old, new, source=None):
+    """``source`` (by default the stand-in's laguna_dflash.py) with ``old``, which it must hold once, made ``new``."""
+    if source is None:
+        with open(STANDIN_DFLASH, encoding="utf-8") as handle:
+            source = handle.read()
+    assert source.count(old) == 1, old
+    return source.replace(old, new)
+
+
+def guarded_loader():
+    """laguna_dflash.py as an upstream fix might guard it: the hasattr guard before the get_cache_scale call, in
+    another style than the patch's (one operand a line, single quotes)."""
+    return loader_with(STANDIN_IF + CACHE_SCALE_CALL, "            if (\n"
+                       "                self.quant_config is not None\n"
+                       "                and hasattr(self.quant_config, 'get_cache_scale')\n"
+                       "                and (scale_name := self.quant_config.get_cache_scale(name))\n")
+
+
+def drifted_loader():
+    """laguna_dflash.py as a refactor might leave it: load_weights calls no get_cache_scale (the KV-cache scales'
+    names come from maybe_remap_kv_scale_name), so the patch finds nothing it knows to guard."""
+    remapped = loader_with(STANDIN_IF + CACHE_SCALE_CALL + "            ):\n",
+                           "            scale_name = maybe_remap_kv_scale_name(name, params_dict)\n"
+                           "            if scale_name is not None and scale_name != name:\n")
+    return loader_with("\ndef default_weight_loader(", "\ndef maybe_remap_kv_scale_name(name, params_dict):\n"
+                       "    return None\n\n\ndef default_weight_loader(", remapped)
