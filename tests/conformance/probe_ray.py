@@ -8,12 +8,15 @@ command's make_context, which parses and type-converts every option exactly as
 `ray start` does, without starting anything.
 """
 
+import json
 import os
+import sys
 
-import _probe
 
-
-def report(request):
+def main():
+    request = json.load(sys.stdin)
+    real_stdout = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     import click
     import ray
     from ray.scripts import scripts
@@ -37,8 +40,10 @@ def report(request):
         except Exception as exc:
             case["error"] = "%s: %s" % (type(exc).__name__, exc)
         result["cases"][name] = case
-    return result
+    json.dump(result, real_stdout, default=str)
+    real_stdout.write("\n")
+    real_stdout.flush()
 
 
 if __name__ == "__main__":
-    _probe.run(report)
+    main()

@@ -15,12 +15,15 @@ VLLM_CONFIG_ROOT pointing at a directory without
 ray_non_carry_over_env_vars.json, as on a Spark.
 """
 
+import json
 import os
+import sys
 
-import _probe
 
-
-def report(request):
+def main():
+    request = json.load(sys.stdin)
+    real_stdout = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     from vllm.v1.executor.ray_env_utils import get_driver_env_vars
     from vllm.v1.executor.ray_executor_v2 import RayWorkerProc
     from vllm.v1.executor.ray_utils import WORKER_SPECIFIC_ENV_VARS
@@ -39,8 +42,11 @@ def report(request):
         proc._init_kwargs = {}
         proc.initialize_worker(0, {}, driver, None)
         ranks[name] = dict(os.environ)
-    return {"worker_specific": sorted(WORKER_SPECIFIC_ENV_VARS), "driver_env_vars": driver, "ranks": ranks}
+    real_stdout.write(json.dumps({"worker_specific": sorted(WORKER_SPECIFIC_ENV_VARS), "driver_env_vars": driver,
+                                  "ranks": ranks}) + "\n")
+    real_stdout.flush()
+    return 0
 
 
 if __name__ == "__main__":
-    _probe.run(report)
+    sys.exit(main())
