@@ -10,6 +10,8 @@
   never a half-written file, and a failed write leaves the old content.
 * ``make_dir``: a directory created with a mode when it is missing.
 * ``file_mode``: a file's permission bits, or None when it is missing.
+* ``nearest``: a path or the nearest of its parents that passes a test
+  (exists, is a directory, is a mount point).
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ def file_mode(path, mask=0o7777):
         return os.stat(path).st_mode & mask
     except OSError:
         return None
+
+
+def nearest(path, test):
+    """``path`` or, when ``test(path)`` fails, the nearest of its parents for
+    which it holds; the root (``/`` of an absolute path) when none does."""
+    while not test(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
 
 
 def make_dir(path, mode=0o777, exact=False):

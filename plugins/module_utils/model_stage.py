@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from ansible_collections.laguna.spark.plugins.module_utils import procs
+from ansible_collections.laguna.spark.plugins.module_utils import files, procs
 
 
 def scan(path, shard_pattern="*.safetensors", exclude=(".cache",), names=None):
@@ -328,9 +328,7 @@ def free_space(path):
     """Bytes an unprivileged writer may still use on the filesystem that holds
     ``path`` (or, while it does not exist yet, its nearest existing parent),
     and the directory measured."""
-    probe = os.path.abspath(path)
-    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
+    probe = files.nearest(os.path.abspath(path), os.path.isdir)
     stat = os.statvfs(probe)
     return stat.f_bavail * stat.f_frsize, probe
 

@@ -55,6 +55,16 @@ def test_file_mode_is_masked(tmp_path):
     assert files.file_mode(str(path)) == 0o4751 and files.file_mode(str(path), 0o777) == 0o751
 
 
+def test_nearest_is_the_path_or_the_closest_parent_that_passes_the_test(tmp_path):
+    deep = str(tmp_path / "not" / "yet" / "there")
+    assert files.nearest(deep, os.path.exists) == str(tmp_path)
+    assert files.nearest(str(tmp_path), os.path.isdir) == str(tmp_path)
+    mount = files.nearest(deep, os.path.ismount)
+    assert os.path.ismount(mount) and (str(tmp_path) + "/").startswith(mount.rstrip("/") + "/")
+    assert files.nearest(deep, lambda path: False) == "/"  # the root when nothing passes
+    assert files.nearest("/", os.path.ismount) == "/"
+
+
 def test_make_dir_creates_missing_parents_and_leaves_an_existing_directory(tmp_path):
     target = tmp_path / "a" / "b"
     old = os.umask(0o077)
