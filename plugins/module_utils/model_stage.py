@@ -11,6 +11,13 @@ import os
 from ansible_collections.laguna.spark.plugins.module_utils import files, procs
 
 
+def checkpoint_options():
+    """The argument spec of the options that the doc fragment checkpoint
+    documents (path, shard_pattern), for a module's own argument spec (a new
+    dict each call)."""
+    return dict(path=dict(type="path", required=True), shard_pattern=dict(type="str", default="*.safetensors"))
+
+
 def scan(path, shard_pattern="*.safetensors", exclude=(".cache",), names=None):
     """Walk ``path`` and describe it.
 

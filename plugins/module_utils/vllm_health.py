@@ -32,9 +32,7 @@ def server_module(default_timeout):
     options (url, api_key, timeout; doc fragment vllm_server), the timeout
     checked (at least 1 s)."""
     module = AnsibleModule(
-        argument_spec=dict(url=dict(type="str", default="http://127.0.0.1:8000"),
-                           api_key=dict(type="str", no_log=True),
-                           timeout=dict(type="int", default=default_timeout)),
+        argument_spec=dict(vllm_client.server_options(), timeout=dict(type="int", default=default_timeout)),
         supports_check_mode=True,
     )
     if module.params["timeout"] < 1:

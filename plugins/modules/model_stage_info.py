@@ -120,8 +120,7 @@ from ansible_collections.laguna.spark.plugins.module_utils import hashcache, mod
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type="path", required=True),
-            shard_pattern=dict(type="str", default="*.safetensors"),
+            model_stage.checkpoint_options(),
             expected_shards=dict(type="int"),
             exclude=dict(type="list", elements="str", default=[".cache"]),
             reference=dict(type="dict"),

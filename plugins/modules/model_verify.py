@@ -246,9 +246,8 @@ def summary(cache):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            path=dict(type="path", required=True),
+            model_stage.checkpoint_options(),
             expected=dict(type="dict", required=True),
-            shard_pattern=dict(type="str", default="*.safetensors"),
             expected_shards=dict(type="int"),
             hash_cache=dict(type="path"),
             full=dict(type="bool", default=False),

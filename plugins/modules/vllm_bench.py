@@ -32,16 +32,10 @@ description:
   - Prompts of an exact token count are built with the server's own
     tokenizer through C(/tokenize) and C(/detokenize).
   - Sends requests but changes nothing; reports C(changed=false). Skipped in check mode.
-  - A server that answers 401 (it serves with an API key that O(api_key) does
+  - O(api_key) goes with every request, the guarded /v1 paths' and the others'.
+    A server that answers 401 (it serves with an API key that O(api_key) does
     not match) fails the module with a message that names the fix.
 options:
-  api_key:
-    description:
-      - The server's API key (vLLM's C(--api-key) or C(VLLM_API_KEY); the
-        collection's C(vllm_serve_api_key)), sent as a Bearer token to the
-        guarded /v1 paths (and with every other request); never logged.
-      - Unset or empty, no C(Authorization) header is sent.
-    type: str
   model:
     description: Served model name; the first of C(/v1/models) when unset.
     type: str
@@ -295,8 +289,7 @@ def greedy(params, url, model):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
-            api_key=dict(type="str", no_log=True),
+            vllm_client.server_options(),
             model=dict(type="str"),
             measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
             prompt_tokens=dict(type="int", default=2048, no_log=False),
