@@ -67,7 +67,7 @@ complete:
   returned: always
   type: bool
 problems:
-  description: Why it is not complete.
+  description: Why it is not complete (missing or partial files, a shard count or sizes that differ from O(reference)).
   returned: always
   type: list
   elements: str

@@ -86,7 +86,7 @@ author:
 """
 
 EXAMPLES = r"""
-- name: What the Hub publishes
+- name: What the Hub publishes for the checkpoint (files, sizes, sha256)
   laguna.spark.hf_repo_manifest:
     repo: poolside/Laguna-S-2.1-FP8
   register: hub
@@ -108,7 +108,7 @@ complete:
   returned: always
   type: bool
 problems:
-  description: Why it is not complete.
+  description: Why it is not complete (missing, failed or extra files, partial files left in C(.cache)).
   returned: always
   type: list
   elements: str

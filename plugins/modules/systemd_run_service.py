@@ -193,7 +193,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 unit:
-  description: Full unit name.
+  description: Full unit name, O(name) with C(.service).
   returned: always
   type: str
   sample: laguna-ray-head.service

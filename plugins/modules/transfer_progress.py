@@ -24,7 +24,7 @@ attributes:
   platform:
     support: full
     platforms: posix
-    description: Any POSIX system the async job runs on.
+    description: The POSIX host the async job runs on, whose files it reads.
 extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   results_file:

@@ -130,7 +130,7 @@ prompt_tokens:
   returned: success and not skipped
   type: float
 target_prompt_tokens:
-  description: The requested prompt length.
+  description: The requested prompt length, O(prompt_tokens).
   returned: when measure is decode or ttft
   type: int
 prompt_exact:
@@ -155,7 +155,7 @@ ttft_s:
   returned: when measure is decode or ttft
   type: float
 ttft_s_stats:
-  description: Median and spread of the time to first token.
+  description: The figures of RV(decode_tok_s_stats), of the time to first token.
   returned: when measure is decode or ttft
   type: dict
 spec:
