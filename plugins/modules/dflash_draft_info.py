@@ -290,21 +290,18 @@ tensor_count:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_config, dflash_draft, dflash_layout
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            target_path=dict(type="path"),
-            draft_repo=dict(type="str"),
-            draft_target_family=dict(type="str", choices=list(dflash_config.FAMILIES)),
-            fail_on_problems=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        path=dict(type="path", required=True),
+        target_path=dict(type="path"),
+        draft_repo=dict(type="str"),
+        draft_target_family=dict(type="str", choices=list(dflash_config.FAMILIES)),
+        fail_on_problems=dict(type="bool", default=True),
+    ))
     params = module.params
     exists = os.path.isfile(os.path.join(params["path"], "config.json"))
     try:

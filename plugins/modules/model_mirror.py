@@ -111,24 +111,21 @@ summary:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import mirror
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            src=dict(type="path", required=True),
-            dest=dict(type="str", required=True),
-            files=dict(type="dict", required=True),
-            streams=dict(type="int", default=8),
-            rsync_options=dict(type="list", elements="str", default=["--archive"]),
-            rsh=dict(type="str", required=True),
-            rsync=dict(type="str", default="rsync"),
-            progress_file=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        src=dict(type="path", required=True),
+        dest=dict(type="str", required=True),
+        files=dict(type="dict", required=True),
+        streams=dict(type="int", default=8),
+        rsync_options=dict(type="list", elements="str", default=["--archive"]),
+        rsh=dict(type="str", required=True),
+        rsync=dict(type="str", default="rsync"),
+        progress_file=dict(type="path"),
+    ))
     p = module.params
     if p["streams"] < 1 or p["streams"] > 256:
         module.fail_json(msg="streams must be 1..256")

@@ -85,8 +85,8 @@ ray_metrics_error:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import files
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 # What Ray 2.60 imports to decide whether the agents are minimal (ray/_private/utils.py).
 RAY_DEPS_CHECK = "import ray.dashboard.optional_deps"
@@ -112,15 +112,12 @@ def recorded(state_dir):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            packages=dict(type="list", elements="str", default=[]),
-            path=dict(type="path", required=True),
-            python=dict(type="path", required=True),
-            state_dir=dict(type="path", default="/etc/laguna-spark/monitoring"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        packages=dict(type="list", elements="str", default=[]),
+        path=dict(type="path", required=True),
+        python=dict(type="path", required=True),
+        state_dir=dict(type="path", default="/etc/laguna-spark/monitoring"),
+    ))
     missing = []
     dpkg_query = module.get_bin_path("dpkg-query", required=True)
     for package in module.params["packages"]:

@@ -92,21 +92,18 @@ gids:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import roce
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            hca=dict(type="str", required=True),
-            port=dict(type="int", default=1),
-            address=dict(type="str", required=True),
-            gid_type=dict(type="str", default=roce.ROCE_V2),
-            sysfs_root=dict(type="path", default="/sys/class/infiniband"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        hca=dict(type="str", required=True),
+        port=dict(type="int", default=1),
+        address=dict(type="str", required=True),
+        gid_type=dict(type="str", default=roce.ROCE_V2),
+        sysfs_root=dict(type="path", default="/sys/class/infiniband"),
+    ))
     params = module.params
     try:
         entries = roce.scan_gids(params["sysfs_root"], params["hca"], params["port"])

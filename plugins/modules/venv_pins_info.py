@@ -84,21 +84,18 @@ install_argv:
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import venv_pins
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            venv=dict(type="path", required=True),
-            pins=dict(type="list", elements="str", required=True),
-            index_url=dict(type="str"),
-            extra_index_urls=dict(type="list", elements="str", default=[]),
-            pip_args=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        venv=dict(type="path", required=True),
+        pins=dict(type="list", elements="str", required=True),
+        index_url=dict(type="str"),
+        extra_index_urls=dict(type="list", elements="str", default=[]),
+        pip_args=dict(type="list", elements="str", default=[]),
+    ))
     p = module.params
     python = os.path.join(p["venv"], "bin", "python")
     try:

@@ -204,8 +204,8 @@ msg:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def _prompt(params, url, model, salt):
@@ -287,21 +287,18 @@ def greedy(params, url, model):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            vllm_client.server_options(),
-            model=dict(type="str"),
-            measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
-            prompt_tokens=dict(type="int", default=2048, no_log=False),
-            exact_prompt=dict(type="bool", default=True),
-            max_tokens=dict(type="int", default=512, no_log=False),
-            runs=dict(type="int", default=3),
-            warmup=dict(type="int", default=1),
-            prompts=dict(type="list", elements="str", default=[]),
-            timeout=dict(type="int", default=900),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        vllm_client.server_options(),
+        model=dict(type="str"),
+        measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
+        prompt_tokens=dict(type="int", default=2048, no_log=False),
+        exact_prompt=dict(type="bool", default=True),
+        max_tokens=dict(type="int", default=512, no_log=False),
+        runs=dict(type="int", default=3),
+        warmup=dict(type="int", default=1),
+        prompts=dict(type="list", elements="str", default=[]),
+        timeout=dict(type="int", default=900),
+    ))
     params = module.params
     for key, low in (("prompt_tokens", 1), ("max_tokens", 1), ("runs", 1), ("warmup", 0), ("timeout", 1)):
         if params[key] < low:

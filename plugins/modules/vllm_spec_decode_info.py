@@ -87,19 +87,16 @@ acceptance_per_position:
   elements: float
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import prometheus, vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            vllm_client.server_options(),
-            timeout=dict(type="int", default=30),
-            fail_on_zero_acceptance=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        vllm_client.server_options(),
+        timeout=dict(type="int", default=30),
+        fail_on_zero_acceptance=dict(type="bool", default=False),
+    ))
     url = module.params["url"]
     try:
         totals = vllm_client.metric_sums(url, module.params["timeout"], api_key=module.params["api_key"])

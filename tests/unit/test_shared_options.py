@@ -1,13 +1,17 @@
-"""The options a doc fragment documents are declared once, in module_utils, next to the code that
-uses them: vllm_client.server_options() (fragment vllm_server) and model_stage.checkpoint_options()
-(fragment checkpoint). Each declares exactly what its fragment documents."""
+"""What the modules share of their AnsibleModule: ansible_module.new_module (check mode supported,
+the module's options and constraints), and the options a doc fragment documents, declared once in
+module_utils next to the code that uses them: vllm_client.server_options() (fragment vllm_server)
+and model_stage.checkpoint_options() (fragment checkpoint), each exactly what its fragment documents."""
 import ast
+import json
 import os
 
 import pytest
 import yaml
+from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.laguna.spark.plugins.module_utils import model_stage, vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 from helpers import ROOT
 
@@ -36,3 +40,15 @@ def test_the_shared_options_are_the_ones_their_fragment_documents(fragment, opti
 
 def test_the_api_key_is_never_logged():
     assert vllm_client.server_options()["api_key"]["no_log"] is True
+
+
+def test_new_module_supports_check_mode_and_applies_the_options_and_constraints(capsys):
+    options = dict(path=dict(type="path"), venv=dict(type="path"), retries=dict(type="int", default=3))
+    with patch_module_args({"path": "/x", "_ansible_check_mode": True}):
+        module = new_module(options, mutually_exclusive=[("path", "venv")])
+    assert module.check_mode and module.supports_check_mode
+    assert module.params == {"path": "/x", "venv": None, "retries": 3}
+    with patch_module_args({"path": "/x", "venv": "/y"}):
+        with pytest.raises(SystemExit):
+            new_module(options, mutually_exclusive=[("path", "venv")])
+    assert "mutually exclusive: path|venv" in json.loads(capsys.readouterr().out)["msg"]
