@@ -188,7 +188,6 @@ import json
 import os
 import pwd
 
-
 from ansible_collections.laguna.spark.plugins.module_utils import converged, files, gpu_procs, vllm_health
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module

@@ -89,7 +89,6 @@ message:
 
 import socket
 
-
 from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 

@@ -86,7 +86,6 @@ managed:
 
 import os
 
-
 from ansible_collections.laguna.spark.plugins.module_utils import procs
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
