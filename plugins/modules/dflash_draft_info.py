@@ -80,7 +80,12 @@ EXAMPLES = r"""
   laguna.spark.dflash_draft_info:
     path: /home/spark/models/Laguna-S-2.1-DFlash-W4A16
     fail_on_problems: false
-  register: draft
+  register: draft_report
+
+- name: Say what is wrong and which draft to stage
+  ansible.builtin.debug:
+    msg: "{{ draft_report.problems + [draft_report.pairing_hint] }}"
+  when: not draft_report.ok
 """
 
 RETURN = r"""

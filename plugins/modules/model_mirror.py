@@ -89,13 +89,14 @@ transfers:
   type: list
   elements: str
 bytes:
-  description: Bytes of the files mirrored.
+  description: Bytes of the files mirrored, the sum of the sizes in O(files).
   returned: always
   type: int
 seconds:
   description: Wall time of the mirror.
   returned: always
   type: float
+  sample: 85.3
 gb_per_s:
   description: V(bytes) / V(seconds) / 1e9.
   returned: always
@@ -109,6 +110,7 @@ summary:
   description: One line with GB, seconds, GB/s and streams.
   returned: always
   type: str
+  sample: mirrored 61.20 GB in 85.3 s, 0.717 GB/s, 8 stream(s)
 """
 
 from ansible_collections.laguna.spark.plugins.module_utils import mirror

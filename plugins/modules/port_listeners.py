@@ -48,7 +48,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 listeners:
-  description: Processes listening on the port.
+  description: Processes listening on TCP port O(port), IPv4 or IPv6.
   returned: always
   type: list
   elements: dict

@@ -84,7 +84,7 @@ start_env_script:
   returned: success
   type: str
 gids:
-  description: Every populated GID seen on the port.
+  description: Every populated GID of O(hca) port O(port), with its index, type, netdev and IPv4 address.
   returned: always
   type: list
   elements: dict

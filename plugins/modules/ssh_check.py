@@ -86,7 +86,7 @@ author:
 """
 
 EXAMPLES = r"""
-- name: The head reaches every worker over the RoCE link
+- name: The head reaches spark-2 over the RoCE link as spark
   laguna.spark.ssh_check:
     targets:
       - name: spark-2

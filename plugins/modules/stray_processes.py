@@ -82,6 +82,7 @@ managed:
   description: How many matching processes the unit owns.
   returned: always
   type: int
+  sample: 1
 """
 
 import os

@@ -79,6 +79,8 @@ install_argv:
   returned: always
   type: list
   elements: str
+  sample: [/home/spark/venvs/vllm-025/bin/python, -m, pip, install, --disable-pip-version-check, --no-input,
+           --extra-index-url, "https://download.pytorch.org/whl/cu130", vllm==0.25.1, torch==2.11.0+cu130, ninja]
 """
 
 import json

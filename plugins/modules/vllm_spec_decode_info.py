@@ -56,10 +56,12 @@ draft_tokens:
   description: Draft tokens proposed since start.
   returned: always
   type: int
+  sample: 6000
 accepted_tokens:
   description: Draft tokens accepted since start.
   returned: always
   type: int
+  sample: 4500
 drafts:
   description: Draft rounds since start.
   returned: always
