@@ -12,6 +12,7 @@
 * ``file_mode``: a file's permission bits, or None when it is missing.
 * ``nearest``: a path or the nearest of its parents that passes a test
   (exists, is a directory, is a mount point).
+* ``list_dir``: a directory's names, sorted, or [] when it cannot be listed.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def nearest(path, test):
             break
         path = parent
     return path
+
+
+def list_dir(path):
+    """The names in directory ``path``, sorted; [] when it cannot be listed (missing, not a directory)."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
 
 
 def make_dir(path, mode=0o777, exact=False):

@@ -90,9 +90,7 @@ gids:
   elements: dict
 """
 
-import os
-
-from ansible_collections.laguna.spark.plugins.module_utils import roce
+from ansible_collections.laguna.spark.plugins.module_utils import files, roce
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
@@ -111,7 +109,7 @@ def main():
         module.fail_json(
             msg="No GID table at %s: is HCA %r / port %d right? Devices present: %s"
             % (exc, params["hca"], params["port"],
-               ", ".join(sorted(_listdir(params["sysfs_root"]))) or "none"),
+               ", ".join(files.list_dir(params["sysfs_root"])) or "none"),
             gids=[],
         )
     try:
@@ -129,13 +127,6 @@ def main():
                      ndev=match["ndev"], gids=entries,
                      start_env_script=roce.start_env_script(params["sysfs_root"], params["hca"], params["port"],
                                                             params["address"], params["gid_type"]))
-
-
-def _listdir(path):
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 if __name__ == "__main__":
