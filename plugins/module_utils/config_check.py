@@ -147,6 +147,7 @@ FORMATS = {
                "printable ASCII without spaces, quotes, backslashes or $ (or empty)"),
 }
 
+
 def fmt(name):
     """The value has the format FORMATS[name]."""
     return Bound(fmt=name)

@@ -24,6 +24,7 @@ def _tables(causes, summaries, fixes):
     return (patterns, dict(((cause, summary) for cause, _pattern, summary, _fix in causes), **summaries),
             dict(((cause, fix) for cause, _pattern, _summary, fix in causes), **fixes))
 
+
 # One entry per cause: (cause, pattern, summary, fix), in order: the first
 # pattern that matches wins. Host key problems come first: after a changed
 # key, ssh may also print "Permission denied" (password authentication is

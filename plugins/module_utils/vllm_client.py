@@ -26,6 +26,7 @@ def server_options():
     each call)."""
     return dict(url=dict(type="str", default="http://127.0.0.1:8000"), api_key=dict(type="str", no_log=True))
 
+
 # A block of ordinary Python the draft model can predict well; repeated with
 # a counter so the prompt is not one line over and over.
 _CODE_UNIT = '''
