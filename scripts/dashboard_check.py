@@ -22,6 +22,7 @@ node that reaches Prometheus.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -30,11 +31,16 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkout  # noqa: E402  pylint: disable=wrong-import-position
-
-ROOT = checkout.ROOT
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DASHBOARD = os.path.join(ROOT, "roles", "monitoring", "files", "laguna-spark-dashboard.json")
+
+
+def _monitoring():
+    path = os.path.join(ROOT, "plugins", "module_utils", "monitoring.py")
+    spec = importlib.util.spec_from_file_location("laguna_monitoring", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def instant(url, expr, timeout):
@@ -69,7 +75,7 @@ def instant(url, expr, timeout):
 def check(url, model, rate_interval="5m", variables=None, expected=(), expect_all=False, skipped=None,
           timeout=10):
     """[{id, title, data, expected, reason, queries: [{expr, samples, error}]}] for every panel."""
-    mon = checkout.module_utils("monitoring")
+    mon = _monitoring()
     values = dict(mon.template_variables(model), **(variables or {}))
     skipped = dict(skipped or {})
     rows = []

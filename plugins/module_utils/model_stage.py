@@ -8,14 +8,7 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from ansible_collections.laguna.spark.plugins.module_utils import files, procs
-
-
-def checkpoint_options():
-    """The argument spec of the options that the doc fragment checkpoint
-    documents (path, shard_pattern), for a module's own argument spec (a new
-    dict each call)."""
-    return dict(path=dict(type="path", required=True), shard_pattern=dict(type="str", default="*.safetensors"))
+from ansible_collections.laguna.spark.plugins.module_utils import procs
 
 
 def scan(path, shard_pattern="*.safetensors", exclude=(".cache",), names=None):
@@ -335,7 +328,9 @@ def free_space(path):
     """Bytes an unprivileged writer may still use on the filesystem that holds
     ``path`` (or, while it does not exist yet, its nearest existing parent),
     and the directory measured."""
-    probe = files.nearest(os.path.abspath(path), os.path.isdir)
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
     stat = os.statvfs(probe)
     return stat.f_bavail * stat.f_frsize, probe
 

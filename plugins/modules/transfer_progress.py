@@ -24,7 +24,7 @@ attributes:
   platform:
     support: full
     platforms: posix
-    description: The POSIX host the async job runs on, whose files it reads.
+    description: Any POSIX system the async job runs on.
 extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   results_file:
@@ -107,7 +107,7 @@ import json
 import os
 import time
 
-from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
+from ansible.module_utils.basic import AnsibleModule
 
 
 def job_finished(results_file):
@@ -148,17 +148,20 @@ def bytes_done(params):
 
 
 def main():
-    module = new_module(dict(
-        results_file=dict(type="path", required=True),
-        wait=dict(type="int", default=30),
-        total=dict(type="int", required=True),
-        base=dict(type="int", default=0),
-        started=dict(type="float", required=True),
-        progress_file=dict(type="path"),
-        path=dict(type="path"),
-        expected=dict(type="list", elements="str", default=[]),
-        label=dict(type="str", default="transfer"),
-    ))
+    module = AnsibleModule(
+        argument_spec=dict(
+            results_file=dict(type="path", required=True),
+            wait=dict(type="int", default=30),
+            total=dict(type="int", required=True),
+            base=dict(type="int", default=0),
+            started=dict(type="float", required=True),
+            progress_file=dict(type="path"),
+            path=dict(type="path"),
+            expected=dict(type="list", elements="str", default=[]),
+            label=dict(type="str", default="transfer"),
+        ),
+        supports_check_mode=True,
+    )
     p = module.params
     deadline = time.monotonic() + max(0, min(p["wait"], 600))
     finished = job_finished(p["results_file"])
