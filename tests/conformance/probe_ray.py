@@ -8,15 +8,12 @@ command's make_context, which parses and type-converts every option exactly as
 `ray start` does, without starting anything.
 """
 
-import json
 import os
-import sys
+
+import _probe
 
 
-def main():
-    request = json.load(sys.stdin)
-    real_stdout = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+def report(request):
     import click
     import ray
     from ray.scripts import scripts
@@ -40,10 +37,8 @@ def main():
         except Exception as exc:
             case["error"] = "%s: %s" % (type(exc).__name__, exc)
         result["cases"][name] = case
-    json.dump(result, real_stdout, default=str)
-    real_stdout.write("\n")
-    real_stdout.flush()
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    _probe.run(report)

@@ -30,12 +30,12 @@ replaced where they would need a cluster or a GPU:
 """
 
 import ast
-import json
 import os
-import sys
 import tempfile
 import traceback
 import types
+
+import _probe
 
 
 class Clock:
@@ -252,8 +252,7 @@ def stage_engine_dead():
     return {"body": err.model_dump(), "status": int(err.error.code), "message": EngineDeadError().args[0]}
 
 
-def main():
-    request = json.load(sys.stdin)
+def run_stages(request):
     report = {}
     stages = [("constants", stage_constants, ()), ("wait", stage_wait, ("wait",)), ("sort", stage_sort, ("sort",)),
               ("names", stage_names, ("names",)), ("env", stage_env, ("env",)),
@@ -265,8 +264,8 @@ def main():
             report[name] = func(*(request[k] for k in keys))
         except Exception:  # pylint: disable=broad-except
             report[name + "_error"] = traceback.format_exc()
-    print(json.dumps(report))
+    return report
 
 
 if __name__ == "__main__":
-    main()
+    _probe.run(run_stages)

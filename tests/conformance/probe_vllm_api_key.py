@@ -23,10 +23,9 @@ All of it is vLLM's own code; none of it needs a GPU.
 import argparse
 import ast
 import asyncio
-import json
 import os
-import sys
-import traceback
+
+import _probe
 
 
 def drive(middleware_cls, case):
@@ -122,13 +121,7 @@ def key_selection(cases):
             "values": values}
 
 
-def main():
-    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    request = json.load(sys.stdin)
-    # vLLM logs to stdout: keep the real stdout for the report only.
-    real_stdout = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+def report(request):
     result = {}
     try:
         import vllm
@@ -140,11 +133,9 @@ def main():
         result["option"] = option_declaration()
         result["selection"] = key_selection(request["selection_cases"])
     except BaseException as exc:  # the test shows why
-        result["error"] = "%s: %s\n%s" % (type(exc).__name__, exc, traceback.format_exc()[-4000:])
-    json.dump(result, real_stdout, default=str)
-    real_stdout.write("\n")
-    real_stdout.flush()
+        result["error"] = _probe.error(exc)
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    _probe.run(report, _probe.VLLM_QUIET)

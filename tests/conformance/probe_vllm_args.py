@@ -26,6 +26,8 @@ import sys
 import traceback
 import types
 
+import _probe
+
 # What is NOT real here (no GPU, CPU torch): vLLM's compiled CUDA ops cannot load
 # (they need libcuda), so an empty module stands in for them, and the device
 # queries of vLLM's own CUDA platform class are answered as one GB10 would answer
@@ -311,15 +313,7 @@ def expose_metrics(config, drafts):
                          "num_accepted_tokens_per_pos": list(stats.num_accepted_tokens_per_pos)}}
 
 
-def main():
-    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    request = json.load(sys.stdin)
-    # vLLM logs to stdout: keep the real stdout for the report only.
-    real_stdout = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+def report(request):
     result = {}
     try:
         import vllm  # noqa: F401
@@ -327,14 +321,12 @@ def main():
         inspect_models_in_process(result)
         result["platform"] = {k: v for k, v in GB10.items() if not k.startswith("_")}
     except BaseException as exc:
-        result["setup_error"] = "%s: %s\n%s" % (type(exc).__name__, exc, traceback.format_exc()[-4000:])
+        result["setup_error"] = _probe.error(exc)
     else:
         result["cases"] = {name: check(case["argv"], case.get("paths", {}), case.get("metrics_drafts"))
                            for name, case in request["cases"].items()}
-    json.dump(result, real_stdout, default=str)
-    real_stdout.write("\n")
-    real_stdout.flush()
+    return result
 
 
 if __name__ == "__main__":
-    main()
+    _probe.run(report, dict(_probe.VLLM_QUIET, **_probe.OFFLINE))

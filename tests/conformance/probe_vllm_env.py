@@ -15,15 +15,12 @@ VLLM_CONFIG_ROOT pointing at a directory without
 ray_non_carry_over_env_vars.json, as on a Spark.
 """
 
-import json
 import os
-import sys
+
+import _probe
 
 
-def main():
-    request = json.load(sys.stdin)
-    real_stdout = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
+def report(request):
     from vllm.v1.executor.ray_env_utils import get_driver_env_vars
     from vllm.v1.executor.ray_executor_v2 import RayWorkerProc
     from vllm.v1.executor.ray_utils import WORKER_SPECIFIC_ENV_VARS
@@ -42,11 +39,8 @@ def main():
         proc._init_kwargs = {}
         proc.initialize_worker(0, {}, driver, None)
         ranks[name] = dict(os.environ)
-    real_stdout.write(json.dumps({"worker_specific": sorted(WORKER_SPECIFIC_ENV_VARS), "driver_env_vars": driver,
-                                  "ranks": ranks}) + "\n")
-    real_stdout.flush()
-    return 0
+    return {"worker_specific": sorted(WORKER_SPECIFIC_ENV_VARS), "driver_env_vars": driver, "ranks": ranks}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _probe.run(report)

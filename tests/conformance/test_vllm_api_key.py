@@ -14,19 +14,16 @@ and its HTTP server must apply that decision to real requests.
 
 import argparse
 import json
-import os
-import sys
-import threading
 import urllib.error
 import urllib.request
-from http.server import ThreadingHTTPServer
 
 import pytest
 
-from _conformance import ROOT, run_in_venv
+from _conformance import run_in_venv
+from helpers import standin
 from helpers.constants import SERVED_MODEL
+from helpers.servers import Servers
 
-STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
 RIGHT, SECOND, WRONG = "sk-laguna-right", "sk-laguna-second", "sk-laguna-wrong"
 PATHS = ["/v1/models", "/v1/chat/completions", "/v2/x", "/inference/x", "/health", "/metrics",
          "/tokenize", "/version",
@@ -59,12 +56,7 @@ def real(vllm_python):
 
 @pytest.fixture(scope="module")
 def cli():
-    sys.path.insert(0, STANDIN)
-    try:
-        from vllm.entrypoints import cli as standin_cli
-    finally:
-        sys.path.remove(STANDIN)
-    return standin_cli
+    return standin.modules("vllm.entrypoints.cli")[0]
 
 
 def _label(case):
@@ -144,18 +136,9 @@ def test_the_standin_declares_api_key_like_vllm(real, cli):
 @pytest.fixture(scope="module")
 def standin_servers(cli):
     """{number of keys: base URL} of in-process stand-ins serving with those keys."""
-    servers, urls = [], {}
-    for tokens in TOKEN_SETS:
-        engine = cli.Engine(SERVED_MODEL, None, 4096)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine, tokens))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        urls[len(tokens)] = "http://127.0.0.1:%d" % server.server_address[1]
-    yield urls
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with Servers() as servers:
+        yield {len(tokens): servers.start(cli.handler_for(standin.engine(SERVED_MODEL, 0, 4096), tokens))
+               for tokens in TOKEN_SETS}
 
 
 def _request(url, method, authorization):

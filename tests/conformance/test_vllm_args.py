@@ -18,6 +18,7 @@ import os
 import pytest
 
 from _conformance import MODELS
+from helpers import standin
 from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 
 
@@ -100,14 +101,7 @@ def test_an_abbreviated_flag_is_reported(probe):
 def test_standin_accepts_only_real_vllm_serve_flags(probe):
     """The stand-in `vllm serve` (molecule, integration) takes no flag vLLM 0.25.1 lacks."""
     import argparse
-    import sys
-    from _conformance import ROOT
-    standin = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
-    sys.path.insert(0, standin)
-    try:
-        from vllm.entrypoints import cli
-    finally:
-        sys.path.remove(standin)
+    cli, = standin.modules("vllm.entrypoints.cli")
     serve = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["serve"]
     ours = {o for o in serve._option_string_actions if o.startswith("--")} - {"--help"}
     real = set(probe["cases"]["rendered"]["serve_options"])

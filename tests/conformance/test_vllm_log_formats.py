@@ -13,13 +13,13 @@ journal filter (vllm_log.ANY); the stand-in's lines must have the same shape.
 import ast
 import os
 import re
-import sys
 import time
 
 import pytest
 import yaml
 
 from _conformance import ROOT
+from helpers import standin as standin_vllm
 from helpers.constants import KV_CACHE_TOKENS, MAX_CONCURRENCY, MAX_MODEL_LEN
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_log
 
@@ -128,12 +128,7 @@ def test_benchmark_playbook_journal_filter_keeps_them(lines):
 
 
 def test_standin_lines_have_vllms_shape(lines, capsys):
-    standin = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
-    sys.path.insert(0, standin)
-    try:
-        from vllm.entrypoints import cli
-    finally:
-        sys.path.remove(standin)
+    cli, = standin_vllm.modules("vllm.entrypoints.cli")
     cli.log_kv_cache(5368709120, MAX_MODEL_LEN)
     cli.log_draft_kernel()
     got = capsys.readouterr().err.splitlines()
@@ -151,16 +146,11 @@ def test_the_standins_further_lines_leave_the_readers_answer_as_it_was(lines, ca
     (behind Ray's "(RayWorkerProc pid=N, ip=X) " as the driver prints a rank's line) and the periodic
     "SpecDecoding metrics: ..." line (both compared with vLLM's own by test_vllm_ray_executor.py):
     they have vLLM's prefix, and vllm_log reads the same from a log that holds them."""
-    standin = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
-    sys.path.insert(0, standin)
-    try:
-        from vllm.entrypoints import cli
-    finally:
-        sys.path.remove(standin)
+    cli, = standin_vllm.modules("vllm.entrypoints.cli")
     cli.log_kv_cache_reserved([{"pid": 4242, "ip": "192.168.100.1", "free_memory": 110 << 30},
                                {"pid": 2121, "ip": "192.168.100.2", "free_memory": 109 << 30}],
                               5368709120, driver_ip="192.168.100.1")
-    engine = cli.Engine("laguna-s-fp8", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144)
+    engine = standin_vllm.engine("laguna-s-fp8")
     engine.speed.step_s = 0.0
     list(engine.steps(30, "a prompt", 3))
     engine.log_stats()
@@ -186,7 +176,7 @@ def test_the_placement_group_wait_is_read_from_vllms_own_line(vllm_src):
     message = fmt % tuple(render_arg(n, v) for n, v in zip(arg_nodes, [10, [{"GPU": 1.0}] * 2]))
     line = vllm_prefix(vllm_src, "ray_utils.py", lineno) + message
     assert vllm_log.waits_for_placement_group(["INFO Loading weights", "Dec 03 06:43:10 spark-1 vllm[4242]: " + line])
-    path = os.path.join(ROOT, "tests", "doubles", "vllm_standin", "vllm", "v1", "executor", "ray_executor_v2.py")
+    path = os.path.join(standin_vllm.STANDIN, "vllm", "v1", "executor", "ray_executor_v2.py")
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read())
     standin = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)

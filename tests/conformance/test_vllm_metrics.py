@@ -10,17 +10,14 @@ benchmark); it must read every sample prometheus_client's own parser reads.
 """
 
 import math
-import os
 import re
-import sys
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, prometheus
-from _conformance import METRICS_DRAFTS, ROOT
-from helpers.constants import MAX_MODEL_LEN
+from _conformance import METRICS_DRAFTS
+from helpers import standin
 
-STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
 _TYPE = re.compile(r"^# TYPE (\S+) (\S+)$")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -52,14 +49,8 @@ def real(vllm_probe):
 
 @pytest.fixture(scope="module")
 def standin_text(real, head):
-    sys.path.insert(0, STANDIN)
-    try:
-        from vllm.entrypoints import cli
-    finally:
-        sys.path.remove(STANDIN)
     observed = real["observed"]
-    engine = cli.Engine(head["vars"]["vllm_serve_served_model_name"],
-                        {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, MAX_MODEL_LEN)
+    engine = standin.engine(head["vars"]["vllm_serve_served_model_name"])
     engine.counters.update(drafts=observed["num_drafts"], draft_tokens=observed["num_draft_tokens"],
                            accepted=observed["num_accepted_tokens"],
                            accepted_per_pos=list(observed["num_accepted_tokens_per_pos"]))

@@ -14,29 +14,22 @@ tests/conformance/test_ray_cli.py's.
 import ast
 import json
 import os
-import sys
 import tempfile
 import types
 
 import pytest
 
-from _conformance import METRICS_DRAFTS, ROOT, run_in_venv
+from _conformance import METRICS_DRAFTS, run_in_venv
+from helpers import standin as standin_vllm
 
-STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin")
 GiB = 1 << 30
 
 
 @pytest.fixture(scope="module")
 def standin():
-    sys.path.insert(0, STANDIN)
-    try:
-        from vllm.entrypoints import cli
-        from vllm.v1.executor import ray_executor_v2
-        from vllm.v1.spec_decode import metrics
-        from vllm.v1.worker import gpu_worker
-    finally:
-        sys.path.remove(STANDIN)
-    return types.SimpleNamespace(cli=cli, executor=ray_executor_v2, metrics=metrics, gpu=gpu_worker)
+    cli, executor, metrics, gpu = standin_vllm.modules("vllm.entrypoints.cli", "vllm.v1.executor.ray_executor_v2",
+                                                       "vllm.v1.spec_decode.metrics", "vllm.v1.worker.gpu_worker")
+    return types.SimpleNamespace(cli=cli, executor=executor, metrics=metrics, gpu=gpu)
 
 
 # -- the cases, fed to vLLM and to the stand-in ------------------------------

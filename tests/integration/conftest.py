@@ -2,7 +2,6 @@
 import getpass
 import os
 import select
-import shutil
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import ansible_runner
 import pytest
 
 from helpers import DOUBLES, ROOT, free_port  # noqa: F401  (re-exported for `from conftest import ...`)
+from helpers import standin
 from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 from helpers.collection import collections_path
 from helpers.sysfs import spark
@@ -20,7 +20,6 @@ from helpers.sysfs import spark
 COLLECTIONS = collections_path()
 # Older tests import these from here; new ones import them from helpers.
 __all__ = ["COLLECTIONS", "DOUBLES", "ROOT", "free_port"]
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch  # noqa: E402
 
 # ansible-runner looks for ansible-playbook on PATH: use the one beside this Python.
 os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
@@ -97,13 +96,9 @@ def standin_vllm(tmp_path):
         for path in (model, draft):
             path.mkdir(exist_ok=True)
             (path / "config.json").write_text("{}")
-        # The stand-in ships the unguarded laguna_dflash.py and, like vLLM,
-        # dies loading the W4A16 draft; serve a patched copy.
         package = tmp_path / "standin"
         if not package.exists():
-            shutil.copytree(os.path.join(DOUBLES, "vllm_standin"), package)
-            loader = package / "vllm" / "model_executor" / "models" / "laguna_dflash.py"
-            loader.write_text(dflash_patch.patch_source(loader.read_text())[0])
+            standin.patched_copy(package)
         env = dict(os.environ, PYTHONPATH=str(package),
                    LAGUNA_STANDIN_ACCEPTANCE=str(acceptance), LAGUNA_STANDIN_TOKENS_PER_S="2000")
         # free_port()'s port may be taken before the server binds it (other

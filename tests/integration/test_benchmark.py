@@ -11,7 +11,6 @@ speed model (tests/doubles/vllm_standin/vllm/entrypoints/speed_model.py).
 import getpass
 import json
 import os
-import shutil
 import signal
 import sys
 import time
@@ -22,15 +21,15 @@ import ansible_runner
 import pytest
 from PIL import Image
 
-from helpers import DOUBLES, free_port, interrupt
+from helpers import DOUBLES, free_port, interrupt, standin
 from helpers.collection import collections_path
+from helpers.fake_bin import systemd_on_path
 
 COLLECTIONS = collections_path()
 from helpers.sysfs import make_port, mapped
-from ansible_collections.laguna.spark.plugins.module_utils import bench_report, dflash_patch, procs
+from ansible_collections.laguna.spark.plugins.module_utils import bench_report, procs
 
-sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
-from vllm.entrypoints import speed_model  # noqa: E402
+speed_model, = standin.modules("vllm.entrypoints.speed_model")
 
 pytestmark = pytest.mark.integration
 
@@ -155,24 +154,14 @@ sys.exit(rc)
 @pytest.fixture
 def node(tmp_path, monkeypatch):
     """A head node on localhost: fake systemd on PATH, a venv whose vllm is the stand-in, staged checkpoints."""
-    bindir = tmp_path / "systemd-bin"
-    bindir.mkdir()
     fake = tmp_path / "fake_systemd_exec.py"
     fake.write_text(FAKE_SYSTEMD)
-    for prog in ("systemctl", "systemd-run", "journalctl"):
-        (bindir / prog).write_text('#!/bin/sh\nFAKE_SYSTEMD_PROG=%s exec "%s" "%s" "$@"\n' % (prog, sys.executable, fake))
-        (bindir / prog).chmod(0o755)
+    systemd_on_path(monkeypatch, tmp_path / "systemd-bin", fake)
     state = tmp_path / "systemd" / "state.json"
     state.parent.mkdir()
     monkeypatch.setenv("BENCH_SYSTEMD_STATE", str(state))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
 
-    # The stand-in ships the unguarded laguna_dflash.py and dies loading the
-    # W4A16 draft, as vLLM does; serve a patched copy.
-    package = tmp_path / "standin"
-    shutil.copytree(os.path.join(DOUBLES, "vllm_standin"), package)
-    loader = package / "vllm" / "model_executor" / "models" / "laguna_dflash.py"
-    loader.write_text(dflash_patch.patch_source(loader.read_text())[0])
+    package = standin.patched_copy(tmp_path / "standin")
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     status = os.path.join(os.path.dirname(DOUBLES), "unit", "fixtures", "ray_status", "two_nodes.txt")

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import DOUBLES
 from helpers.collection import collections_path
+from helpers.fake_bin import systemd_on_path
 
 COLLECTIONS = collections_path()
 
@@ -103,18 +104,14 @@ def test_duplicate_or_missing_roce_addresses_are_refused(tmp_path):
 @pytest.fixture
 def running_tp2(tmp_path, monkeypatch):
     """A fake `systemctl --user` on PATH whose laguna-vllm unit runs at --tensor-parallel-size 2."""
-    bindir = tmp_path / "fake-bin"
-    bindir.mkdir()
-    (bindir / "systemctl").write_text('#!/bin/sh\nFAKE_SYSTEMD_PROG=systemctl exec "%s" "%s" "$@"\n' % (
-        sys.executable, os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py")))
-    (bindir / "systemctl").chmod(0o755)
+    systemd_on_path(monkeypatch, tmp_path / "fake-bin", os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py"),
+                    ["systemctl"])
     state = tmp_path / "systemd.json"
     state.write_text(json.dumps({"calls": [], "units": {"laguna-vllm.service": {
         "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "MainPID": "4242",
         "Description": "laguna-spark vllm serve laguna-s-fp8 (TP 2) [cfg 0123456789ab]",
         "ExecStart": "{ path=/v/bin/vllm ; argv[]=/v/bin/vllm serve /m --tensor-parallel-size 2 ; pid=4242 }"}}}))
     monkeypatch.setenv("FAKE_SYSTEMD_STATE", str(state))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
 
 
 def test_one_host_against_a_running_tp2_is_refused_unless_allowed(tmp_path, running_tp2):

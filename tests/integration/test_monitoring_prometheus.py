@@ -24,19 +24,18 @@ import sys
 import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from ansible.module_utils.urls import open_url
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring as mon
-from helpers import DOUBLES, ROOT, free_port
+from helpers import ROOT, free_port, standin
 from helpers.collection import collections_path
 from helpers import monitoring as helper
-from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
+from helpers.constants import SERVED_MODEL
+from helpers.servers import Servers
 
-STANDIN = os.path.join(DOUBLES, "vllm_standin")
 ACCEPTANCE_ALERT = "LagunaSpecDecodeAcceptanceLow"
 # Molecule's shortened durations (see docs/testing.md): rates over 5 s, 2 s of `for`.
 FAST = {"monitoring_alert_window": "5s", "monitoring_alert_acceptance_for": "2s", "monitoring_alert_stall_for": "2s",
@@ -87,17 +86,11 @@ def stack(tmp_path_factory):
     saved = dict((name, os.environ.get(name)) for name in names)
     os.environ.update(LAGUNA_STANDIN_ACCEPTANCE="0.75", LAGUNA_STANDIN_TOKENS_PER_S="2000",
                       LAGUNA_STANDIN_ACCEPTANCE_FILE=str(acceptance))
-    sys.path.insert(0, STANDIN)
-    procs, servers, stop = [], [], threading.Event()
+    procs, servers, stop = [], Servers(), threading.Event()
     try:
-        from vllm.entrypoints import cli
-        engine = cli.Engine(SERVED_MODEL, {"method": "dflash", "model": "/d", "num_speculative_tokens": 6},
-                            MAX_MODEL_LEN)
-        vllm = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine))
-        vllm.daemon_threads = True
-        servers.append(vllm)
-        threading.Thread(target=vllm.serve_forever, daemon=True).start()
-        vllm_target = "127.0.0.1:%d" % vllm.server_address[1]
+        cli, = standin.modules("vllm.entrypoints.cli")
+        engine = standin.engine(SERVED_MODEL)
+        vllm_target = servers.start(cli.handler_for(engine)).split("//", 1)[1]
 
         exporter_port = free_port()
         exporter_args = mon.node_exporter_args({"listen_addresses": ["127.0.0.1"], "port": exporter_port, "extra_args": [
@@ -154,10 +147,7 @@ def stack(tmp_path_factory):
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        for server in servers:
-            server.shutdown()
-            server.server_close()
-        sys.path.remove(STANDIN)
+        servers.close()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)

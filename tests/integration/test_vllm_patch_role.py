@@ -2,22 +2,20 @@
 import os
 import shutil
 
-from helpers import ROOT
-
-STANDIN = os.path.join(ROOT, "tests", "doubles", "vllm_standin", "vllm", "model_executor", "models", "laguna_dflash.py")
-DRIFTED = os.path.join(ROOT, "tests", "unit", "fixtures", "dflash", "drifted.py")
+from helpers import STANDIN_DFLASH
+from helpers.standin import drifted_loader
 
 
 def test_check_diff_then_apply_then_nothing_to_do(runner, tmp_path):
     target = tmp_path / "laguna_dflash.py"
-    shutil.copy(STANDIN, target)
+    shutil.copy(STANDIN_DFLASH, target)
     vars_ = {"vllm_patch_path": str(target)}
 
     check = runner.include_role("vllm_patch", vars_, cmdline="--check --diff")
     assert check.rc == 0, check.text
     assert check.stats["changed"]["localhost"] == 1
     assert '+            if self.quant_config is not None and hasattr(self.quant_config, "get_cache_scale") and (' in check.text
-    assert target.read_text() == open(STANDIN).read()
+    assert target.read_text() == open(STANDIN_DFLASH).read()
 
     apply = runner.include_role("vllm_patch", vars_)
     assert apply.rc == 0 and apply.stats["changed"]["localhost"] == 1
@@ -30,7 +28,7 @@ def test_check_diff_then_apply_then_nothing_to_do(runner, tmp_path):
 
 def test_drifted_vllm_fails_clearly(runner, tmp_path):
     target = tmp_path / "laguna_dflash.py"
-    shutil.copy(DRIFTED, target)
+    target.write_text(drifted_loader())
     result = runner.include_role("vllm_patch", {"vllm_patch_path": str(target)})
     assert result.rc != 0
     assert "version drift" in result.text

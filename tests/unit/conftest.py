@@ -1,15 +1,15 @@
 """Helpers to run the collection's modules in-process."""
 import json
 import os
-import sys
-import threading
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from helpers import DOUBLES, FIXTURES, ROOT, STANDIN_DFLASH  # noqa: F401  (re-exported for `from conftest import ...`)
+from helpers import standin
 from helpers.collection import collections_path
-from helpers.constants import MAX_MODEL_LEN
+from helpers.fake_bin import systemd_on_path
+from helpers.servers import Servers
 
 collections_path()  # ansible_collections.laguna.spark: the installed copy
 # Older tests import these from here; new ones import them from helpers.
@@ -19,15 +19,9 @@ __all__ = ["DOUBLES", "FIXTURES", "ROOT", "STANDIN_DFLASH"]
 @pytest.fixture
 def systemd(tmp_path, monkeypatch):
     """Fake systemctl/systemd-run/journalctl on PATH (tests/doubles/fake_systemd); read() is their state."""
-    bindir = tmp_path / "fake-systemd-bin"
-    bindir.mkdir()
-    fake = os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py")
-    for name in ("systemctl", "systemd-run", "journalctl"):
-        (bindir / name).write_text('#!/bin/sh\nFAKE_SYSTEMD_PROG=%s exec "%s" "%s" "$@"\n' % (name, sys.executable, fake))
-        (bindir / name).chmod(0o755)
+    systemd_on_path(monkeypatch, tmp_path / "fake-systemd-bin", os.path.join(DOUBLES, "fake_systemd", "fake_systemd.py"))
     state = tmp_path / "fake-systemd-state.json"
     monkeypatch.setenv("FAKE_SYSTEMD_STATE", str(state))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
 
     class Systemd:
         def read(self):
@@ -63,28 +57,20 @@ def run_module(capsys):
 
 
 @pytest.fixture
-def standin_server():
-    """start(acceptance=0.75, spec=True) -> base URL of an in-process stand-in vLLM."""
-    sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
-    from http.server import ThreadingHTTPServer
-    from vllm.entrypoints import cli
+def http_server():
+    """start(handler) -> base URL of the handler class served on 127.0.0.1 (helpers.servers), until the test ends."""
+    with Servers() as servers:
+        yield servers.start
 
-    servers = []
+
+@pytest.fixture
+def standin_server(http_server, monkeypatch):
+    """start(acceptance=0.75, spec=True) -> base URL of an in-process stand-in vLLM."""
+    cli, = standin.modules("vllm.entrypoints.cli")
 
     def start(acceptance=0.75, spec=True, name="laguna-s-2.1", rate=2000):
-        os.environ["LAGUNA_STANDIN_ACCEPTANCE"] = str(acceptance)
-        os.environ["LAGUNA_STANDIN_TOKENS_PER_S"] = str(rate)
-        engine = cli.Engine(name, {"method": "dflash", "model": "/d", "num_speculative_tokens": 6} if spec else None, MAX_MODEL_LEN)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
+        monkeypatch.setenv("LAGUNA_STANDIN_ACCEPTANCE", str(acceptance))
+        monkeypatch.setenv("LAGUNA_STANDIN_TOKENS_PER_S", str(rate))
+        return http_server(cli.handler_for(standin.engine(name, 6 if spec else 0)))
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-    sys.path.remove(os.path.join(DOUBLES, "vllm_standin"))
-    for key in ("LAGUNA_STANDIN_ACCEPTANCE", "LAGUNA_STANDIN_TOKENS_PER_S"):
-        os.environ.pop(key, None)
+    return start

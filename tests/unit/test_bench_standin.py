@@ -1,17 +1,12 @@
 """The stand-in's speed model and tokenizer, and vllm_bench's figures checked against the speed model."""
-import os
-import sys
-import threading
-
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
 from ansible_collections.laguna.spark.plugins.modules import vllm_bench
-from helpers import DOUBLES
+from helpers import standin as standin_vllm
 from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 
-sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
-from vllm.entrypoints import cli, speed_model  # noqa: E402
+cli, speed_model = standin_vllm.modules("vllm.entrypoints.cli", "vllm.entrypoints.speed_model")
 
 RECIPE_POS = "0.89,0.76,0.65,0.55,0.48,0.41"
 SPEED_VARS = ("LAGUNA_STANDIN_TOKENS_PER_S", "LAGUNA_STANDIN_DRAFT_COST", "LAGUNA_STANDIN_ACCEPTANCE_PER_POS",
@@ -19,29 +14,17 @@ SPEED_VARS = ("LAGUNA_STANDIN_TOKENS_PER_S", "LAGUNA_STANDIN_DRAFT_COST", "LAGUN
 
 
 @pytest.fixture
-def standin(monkeypatch):
+def standin(monkeypatch, http_server):
     """start(k, max_model_len=MAX_MODEL_LEN, **env) -> (base URL, engine) of an in-process stand-in."""
-    from http.server import ThreadingHTTPServer
-
-    servers = []
-
     def start(k, max_model_len=MAX_MODEL_LEN, **env):
         for key in SPEED_VARS:
             monkeypatch.delenv(key, raising=False)
         for key, value in env.items():
             monkeypatch.setenv("LAGUNA_STANDIN_" + key, str(value))
-        spec = {"method": "dflash", "model": "/d", "num_speculative_tokens": k} if k else None
-        engine = cli.Engine(SERVED_MODEL, spec, max_model_len)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), cli.handler_for(engine))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1], engine
+        engine = standin_vllm.engine(SERVED_MODEL, k, max_model_len)
+        return http_server(cli.handler_for(engine)), engine
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 def test_per_position_probabilities():

@@ -5,35 +5,26 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import bench_stats
 
-# vLLM 0.25's exposition: the per-position counter is declared as
-# vllm:spec_decode_num_accepted_tokens_per_pos with a "position" label.
-BEFORE = """# TYPE vllm:spec_decode_num_drafts_total counter
-vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 100.0
-vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 600.0
-vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 300.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 90.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 80.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 60.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="3"} 40.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="4"} 20.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="5"} 10.0
-vllm:gpu_cache_usage_perc{engine="0"} NaN
-"""
+
+def sample(counter, engine, value, position=None):
+    """One line of vLLM 0.25's exposition: the per-position counter is declared as
+    vllm:spec_decode_num_accepted_tokens_per_pos with a "position" label."""
+    labels = 'engine="%d",model_name="m"' % engine + ("" if position is None else ',position="%d"' % position)
+    return "vllm:spec_decode_num_%s_total{%s} %.1f\n" % (counter, labels, value)
+
+
+def per_position(engine, values, first=0):
+    return "".join(sample("accepted_tokens_per_pos", engine, value, pos) for pos, value in enumerate(values, first))
+
+
+BEFORE = ("# TYPE vllm:spec_decode_num_drafts_total counter\n"
+          + sample("drafts", 0, 100) + sample("draft_tokens", 0, 600) + sample("accepted_tokens", 0, 300)
+          + per_position(0, [90, 80, 60, 40, 20, 10]) + 'vllm:gpu_cache_usage_perc{engine="0"} NaN\n')
 # 200 more drafts with the recipe's per-position acceptance, split over two engines.
-AFTER = """vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 200.0
-vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 100.0
-vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 1200.0
-vllm:spec_decode_num_draft_tokens_total{engine="1",model_name="m"} 600.0
-vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 700.0
-vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 348.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 178.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="m",position="0"} 90.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 232.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 190.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="3"} 150.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="4"} 116.0
-vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="5"} 92.0
-"""
+AFTER = (sample("drafts", 0, 200) + sample("drafts", 1, 100) + sample("draft_tokens", 0, 1200)
+         + sample("draft_tokens", 1, 600) + sample("accepted_tokens", 0, 700) + sample("accepted_tokens", 1, 348)
+         + sample("accepted_tokens_per_pos", 0, 178, 0) + sample("accepted_tokens_per_pos", 1, 90, 0)
+         + per_position(0, [232, 190, 150, 116, 92], first=1))
 
 
 def test_decode_rate_is_the_recipes_formula():

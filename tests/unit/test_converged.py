@@ -1,13 +1,10 @@
 """The fast no-op path: laguna.spark.converged (module_utils, module, action plugin)."""
-import http.server
 import json
 import os
-import socket
-import threading
 import time
 
 import pytest
-from helpers import DOUBLES, gpu
+from helpers import DOUBLES, free_port, gpu, servers
 from ansible_collections.laguna.spark.plugins.module_utils import converged as cv
 from ansible_collections.laguna.spark.plugins.modules import converged, systemd_run_service
 
@@ -94,29 +91,19 @@ def test_gather_reads_gid_tables_processes_and_sysfs_files(tmp_path):
         "gid tables changed", "processes matching [v]llm serve changed"]
 
 
-class _Slow(http.server.BaseHTTPRequestHandler):
+class _Slow(servers.Handler):
     delay = 0
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         time.sleep(self.delay)
-        body = b'{"data": [{"id": "laguna-s-fp8"}]}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.answer(200, b'{"data": [{"id": "laguna-s-fp8"}]}')
 
 
 @pytest.fixture
-def api():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
+def api(http_server):
+    """The base URL of a /v1/models answering after _Slow.delay seconds."""
+    yield http_server(_Slow)
     _Slow.delay = 0
-    server.shutdown()
 
 
 def test_record_then_check_then_each_change_is_seen(systemd, run_module, tmp_path, api):
@@ -125,7 +112,7 @@ def test_record_then_check_then_each_change_is_seen(systemd, run_module, tmp_pat
     models.mkdir()
     (models / "config.json").write_text("{}")
     record = str(tmp_path / "state" / "converged.json")
-    url = "http://127.0.0.1:%d/v1/models" % api.server_address[1]
+    url = api + "/v1/models"
     inputs = {"variables": {"vllm_serve_num_speculative_tokens": 6}}
     first = run_module(converged, {"state": "check", "path": record, "inputs": inputs})
     assert not first["converged"] and first["reasons"] == ["no record of a complete run on this node"]
@@ -168,11 +155,8 @@ def test_a_unit_that_is_not_running_is_not_recorded(systemd, run_module, tmp_pat
 
 
 def test_a_port_nobody_answers_on_is_reported_within_the_timeout():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     start = time.monotonic()
-    reasons = converged.probe_urls(["http://127.0.0.1:%d/v1/models" % port], 2)
+    reasons = converged.probe_urls(["http://127.0.0.1:%d/v1/models" % free_port()], 2)
     assert reasons and "did not answer within 2 s" in reasons[0] and time.monotonic() - start < 3
 
 
@@ -193,30 +177,16 @@ def test_a_new_process_holding_the_gpu_is_seen(run_module, tmp_path, monkeypatch
     assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
 
 
-def test_the_api_is_asked_with_its_key():
+def test_the_api_is_asked_with_its_key(http_server):
     # A server that wants a key, as vLLM does on /v1 with --api-key: 401 without it.
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    class Handler(servers.Handler):
+        def do_GET(self):  # noqa: N802
+            self.answer(200 if self.headers.get("Authorization") == "Bearer sk-converged" else 401)
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            ok = self.headers.get("Authorization") == "Bearer sk-converged"
-            self.send_response(200 if ok else 401)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = "http://127.0.0.1:%d/v1/models" % server.server_address[1]
-        without = converged.probe_urls([url], 2)
-        assert without and "401" in without[0] and "sk-converged" not in without[0]
-        assert converged.probe_urls([url], 2, "sk-converged") == []
-    finally:
-        server.shutdown()
+    url = http_server(Handler) + "/v1/models"
+    without = converged.probe_urls([url], 2)
+    assert without and "401" in without[0] and "sk-converged" not in without[0]
+    assert converged.probe_urls([url], 2, "sk-converged") == []
 
 
 def test_the_run_ends_on_the_fast_path_only_when_every_host_is_converged():

@@ -15,13 +15,13 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import fabric, firewall
 from ansible_collections.laguna.spark.plugins.modules import firewall_rules
+from helpers.fake_bin import on_path, python_script
 
 RAY_PORTS = {"node_manager": 6380, "object_manager": 6381, "metrics_export": 6382, "dashboard_agent_grpc": 6383,
              "dashboard_agent_listen": 52365, "runtime_env_agent": 6384, "ray_client_server": 10001,
@@ -345,15 +345,11 @@ else:
 @pytest.fixture
 def nft(tmp_path, monkeypatch):
     """A fake nft on PATH; read() is its state: the loaded tables and every argv."""
-    bindir = tmp_path / "fake-nft-bin"
-    bindir.mkdir()
     script = tmp_path / "fake_nft.py"
     script.write_text(FAKE_NFT)
-    (bindir / "nft").write_text('#!/bin/sh\nexec "%s" "%s" "$@"\n' % (sys.executable, script))
-    (bindir / "nft").chmod(0o755)
+    bindir = on_path(monkeypatch, tmp_path / "fake-nft-bin", {"nft": python_script(script)})
     state = tmp_path / "fake-nft-state.json"
     monkeypatch.setenv("FAKE_NFT_STATE", str(state))
-    monkeypatch.setenv("PATH", "%s:%s" % (bindir, os.environ["PATH"]))
 
     class Nft:
         path = str(bindir / "nft")

@@ -8,7 +8,8 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch
 from ansible_collections.laguna.spark.plugins.modules import laguna_dflash_patch
 
-from helpers import FIXTURES, STANDIN_DFLASH
+from helpers import STANDIN_DFLASH
+from helpers.standin import STANDIN_IF, drifted_loader, guarded_loader, loader_with
 
 
 def load(path):
@@ -86,18 +87,18 @@ def test_no_backup_when_disabled(venv, run_module):
 
 def test_already_guarded_upstream_is_left_alone(tmp_path, run_module):
     target = tmp_path / "laguna_dflash.py"
-    shutil.copy(os.path.join(FIXTURES, "dflash", "guarded.py"), target)
+    target.write_text(guarded_loader())
     result = run_module(laguna_dflash_patch, {"path": str(target)})
     assert not result["changed"] and result["patch_state"] == "already_patched"
 
 
 def test_drifted_code_fails_clearly_and_changes_nothing(tmp_path, run_module):
     target = tmp_path / "laguna_dflash.py"
-    shutil.copy(os.path.join(FIXTURES, "dflash", "drifted.py"), target)
+    target.write_text(drifted_loader())
     result = run_module(laguna_dflash_patch, {"path": str(target)})
     assert result.failed
     assert "version drift" in result["msg"] and "DFlashLagunaModel.load_weights" in result["msg"]
-    assert open(target).read() == open(os.path.join(FIXTURES, "dflash", "drifted.py")).read()
+    assert open(target).read() == drifted_loader()
 
 
 def test_missing_file_and_missing_venv_fail_clearly(tmp_path, run_module):
@@ -139,7 +140,6 @@ def test_single_line_condition_is_patched_too():
 # "Already patched" is decided on the parsed code: the guard must be in the
 # condition that guards the get_cache_scale call, evaluated before it.
 
-STANDIN_IF = '            if self.quant_config is not None and (\n'
 PATCHED_IF = '            if self.quant_config is not None and hasattr(self.quant_config, "get_cache_scale") and (\n'
 
 
@@ -176,12 +176,6 @@ def guard_precedes_call(test):
     return guard in dumps[:call_at]
 
 
-def standin_with(old, new, count=1):
-    source = open(STANDIN_DFLASH).read()
-    assert source.count(old) == count, old
-    return source.replace(old, new)
-
-
 def assert_patched_in_the_condition(source):
     after, state = dflash_patch.patch_source(source)
     assert state == "patched"
@@ -199,7 +193,7 @@ def test_guard_quoted_in_a_comment_is_not_patched():
              '        # needs hasattr(self.quant_config, "get_cache_scale") for W4A16\n'
              '        for name, loaded_weight in weights:\n'),
             (STANDIN_IF, STANDIN_IF.rstrip("\n") + '  # hasattr(self.quant_config, "get_cache_scale")\n')):
-        after = assert_patched_in_the_condition(standin_with(*comment))
+        after = assert_patched_in_the_condition(loader_with(*comment))
         assert after.count('hasattr(self.quant_config, "get_cache_scale")') == 2  # the comment is kept
 
 
@@ -209,12 +203,12 @@ def test_guard_quoted_in_a_docstring_or_string_is_not_patched():
     assignment = signature + "        note = 'hasattr(self.quant_config, \"get_cache_scale\")'\n"
     fstring = signature + "        note = f'{hasattr}(self.quant_config, \"get_cache_scale\")'\n"
     for new in (docstring, assignment, fstring):
-        assert_patched_in_the_condition(standin_with(signature, new))
+        assert_patched_in_the_condition(loader_with(signature, new))
 
 
 def test_module_patches_a_file_whose_only_guard_is_quoted(tmp_path, run_module):
     target = tmp_path / "laguna_dflash.py"
-    target.write_text(standin_with(STANDIN_IF, STANDIN_IF.rstrip("\n") + '  # hasattr(self.quant_config, "get_cache_scale")\n'))
+    target.write_text(loader_with(STANDIN_IF, STANDIN_IF.rstrip("\n") + '  # hasattr(self.quant_config, "get_cache_scale")\n'))
     checked = run_module(laguna_dflash_patch, {"path": str(target)}, check_mode=True)
     assert checked["changed"] and checked["patch_state"] == "patched"
     result = run_module(laguna_dflash_patch, {"path": str(target)})
@@ -231,21 +225,21 @@ def test_guard_in_another_function_is_not_patched():
                '        ):\n'
                '            return scale_name\n\n')
     # another method of the same class, another class's load_weights, and a function nested in the method
-    method = standin_with('    def named_parameters(self):\n', guarded + '    def named_parameters(self):\n')
+    method = loader_with('    def named_parameters(self):\n', guarded + '    def named_parameters(self):\n')
     other_class = open(STANDIN_DFLASH).read() + "\n\nclass Other:\n" + guarded.replace("def other", "def load_weights")
     signature = '    def load_weights(self, weights: Iterable[tuple[str, object]]) -> set[str]:\n'
-    nested = standin_with(signature, signature + "".join("    " + line if line.strip() else line
-                                                         for line in guarded.splitlines(True)))
+    nested = loader_with(signature, signature + "".join("    " + line if line.strip() else line
+                                                        for line in guarded.splitlines(True)))
     for source in (method, other_class, nested):
         assert_patched_in_the_condition(source)
 
 
 def test_guard_after_the_call_or_under_or_does_not_count():
     call = '                scale_name := self.quant_config.get_cache_scale(name)\n            ):\n'
-    after_call = standin_with(call, '                scale_name := self.quant_config.get_cache_scale(name)\n'
-                                    '            ) and hasattr(self.quant_config, "get_cache_scale"):\n')
-    under_or = standin_with(STANDIN_IF, '            if self.quant_config is not None and (hasattr(self.quant_config, '
-                                        '"get_cache_scale") or name) and (\n')
+    after_call = loader_with(call, '                scale_name := self.quant_config.get_cache_scale(name)\n'
+                                   '            ) and hasattr(self.quant_config, "get_cache_scale"):\n')
+    under_or = loader_with(STANDIN_IF, '            if self.quant_config is not None and (hasattr(self.quant_config, '
+                                       '"get_cache_scale") or name) and (\n')
     for source in (after_call, under_or):
         after, state = dflash_patch.patch_source(source)
         assert state == "patched"
@@ -254,13 +248,13 @@ def test_guard_after_the_call_or_under_or_does_not_count():
 
 
 def test_guard_in_the_real_condition_is_already_patched(tmp_path, run_module):
-    recipe = standin_with(STANDIN_IF, '            if self.quant_config is not None and hasattr(\n'
-                                      '                self.quant_config, "get_cache_scale"\n'
-                                      '            ) and (\n')
-    patched = standin_with(STANDIN_IF, PATCHED_IF)
-    single_quotes = standin_with(STANDIN_IF, PATCHED_IF.replace('"get_cache_scale"', "'get_cache_scale'"))
-    nested_if = standin_with(STANDIN_IF, '            if hasattr(self.quant_config, "get_cache_scale") and (\n'
-                                         '                self.quant_config is not None) and (\n')
+    recipe = loader_with(STANDIN_IF, '            if self.quant_config is not None and hasattr(\n'
+                                     '                self.quant_config, "get_cache_scale"\n'
+                                     '            ) and (\n')
+    patched = loader_with(STANDIN_IF, PATCHED_IF)
+    single_quotes = loader_with(STANDIN_IF, PATCHED_IF.replace('"get_cache_scale"', "'get_cache_scale'"))
+    nested_if = loader_with(STANDIN_IF, '            if hasattr(self.quant_config, "get_cache_scale") and (\n'
+                                        '                self.quant_config is not None) and (\n')
     for source in (recipe, patched, single_quotes, nested_if):
         assert dflash_patch.patch_source(source) == (source, "already_patched")
         target = tmp_path / "laguna_dflash.py"
@@ -287,7 +281,7 @@ def test_call_under_an_if_that_tests_the_guard_is_already_patched():
 
 def test_offsets_survive_non_ascii_text_and_form_feeds():
     """ast counts columns in UTF-8 bytes and lines at newlines only; the edit lands in the condition."""
-    source = standin_with(STANDIN_IF, '            if self.quant_config is not None and name != "é—ü" and (\n')
+    source = loader_with(STANDIN_IF, '            if self.quant_config is not None and name != "é—ü" and (\n')
     source = source.replace("class DFlashLagunaModel:", "\f\n# \u2028 ¶\nclass DFlashLagunaModel:")
     after = assert_patched_in_the_condition(source)
     assert '!= "é—ü" and hasattr(self.quant_config, "get_cache_scale") and (\n' in after

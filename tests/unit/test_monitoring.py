@@ -14,21 +14,16 @@ the real Prometheus: tests/integration/test_monitoring_prometheus.py.
 import importlib.util
 import json
 import os
-import socket
 import subprocess
-import sys
-import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring as mon
 from ansible_collections.laguna.spark.plugins.modules import monitoring_node_info, monitoring_status
-from helpers import DOUBLES, ROOT
+from helpers import DOUBLES, ROOT, free_port, standin
 from helpers import monitoring as helper
 
-STANDIN = os.path.join(DOUBLES, "vllm_standin")
 # What the node exporter exports under the names the rules and the dashboard use
 # (node exporter 1.5 and 1.7; tests/integration/test_monitoring_prometheus.py reads them
 # from the real one).
@@ -49,29 +44,9 @@ dashboard_check = _load(os.path.join(ROOT, "scripts", "dashboard_check.py"), "da
 
 
 @pytest.fixture
-def prometheus():
+def prometheus(http_server):
     """start(api) -> base URL of the Prometheus API double on 127.0.0.1."""
-    servers = []
-
-    def start(api):
-        server = ThreadingHTTPServer(("127.0.0.1", 0), prometheus_api.handler_for(api))
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def closed_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
+    return lambda api: http_server(prometheus_api.handler_for(api))
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +59,7 @@ def model():
 def standin_names():
     """Every sample name of the stand-in vLLM's /metrics (compared with vLLM 0.25.1's own by
     tests/conformance/test_vllm_metrics.py)."""
-    sys.path.insert(0, STANDIN)
-    try:
-        from vllm.entrypoints import cli
-    finally:
-        sys.path.remove(STANDIN)
-    engine = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144)
+    engine = standin.engine("m")
     engine.counters["accepted_per_pos"] = [1] * 6
     return {line.split("{")[0].split(" ")[0] for line in engine.metrics().splitlines() if not line.startswith("#")}
 
@@ -403,7 +373,7 @@ def test_the_module_fails_on_a_firing_alert_only_when_asked(prometheus, run_modu
 
 def test_the_module_says_what_to_check_when_prometheus_cannot_be_read(prometheus, run_module):
     args = {"nodes": ["spark-1"], "head": "spark-1", "timeout": 5}
-    down = run_module(monitoring_status, dict(args, url="http://127.0.0.1:%d" % closed_port()))
+    down = run_module(monitoring_status, dict(args, url="http://127.0.0.1:%d" % free_port()))
     assert down.failed and "Could not read Prometheus" in down["msg"] and "laguna_monitoring" in down["msg"]
     refused = run_module(monitoring_status, dict(args, url=prometheus(prometheus_api.Api(strict=True))))
     assert refused.failed and "parse error" in refused["msg"]
@@ -482,5 +452,5 @@ def test_dashboard_check_reports_each_panel_and_fails_on_an_expected_one_without
 
 
 def test_dashboard_check_without_prometheus_exits_2(capsys):
-    assert dashboard_check.main(["http://127.0.0.1:%d" % closed_port(), "--timeout", "2"]) == 2
+    assert dashboard_check.main(["http://127.0.0.1:%d" % free_port(), "--timeout", "2"]) == 2
     assert "cannot reach Prometheus" in capsys.readouterr().err

@@ -71,13 +71,19 @@ def spec_series(drafted_per_min, accepted_per_min, minutes=40):
 
 RULES = mon.render_rules()
 ACTION = actions(RULES)
+ACCEPTANCE = "LagunaSpecDecodeAcceptanceLow"
+
+
+def acceptance_fired(percent, action=None):
+    """The acceptance alert as it fires at ``percent`` acceptance; ``action``: of other rules than RULES."""
+    return alert(ACCEPTANCE, {"node": "spark-1", "model_name": SERVED},
+                 "Spec-decode acceptance is %d%% while requests are served (alert below 30%%; the recipe: 62%% on "
+                 "code at k=6)." % percent, action or ACTION[ACCEPTANCE])
 
 
 def test_acceptance_low_while_drafting_fires_after_its_for(promtool, tmp_path):
-    name = "LagunaSpecDecodeAcceptanceLow"
-    fired = alert(name, {"node": "spark-1", "model_name": SERVED},
-                  "Spec-decode acceptance is 10% while requests are served (alert below 30%; the recipe: 62% on "
-                  "code at k=6).", ACTION[name])
+    name = ACCEPTANCE
+    fired = acceptance_fired(10)
     passes(promtool, tmp_path, [{
         "interval": "1m", "input_series": spec_series(600, 60),
         # below the threshold from the first rate; pending for the 10m `for`, firing after
@@ -86,7 +92,7 @@ def test_acceptance_low_while_drafting_fires_after_its_for(promtool, tmp_path):
 
 
 def test_acceptance_healthy_idle_or_brief_stays_silent(promtool, tmp_path):
-    name = "LagunaSpecDecodeAcceptanceLow"
+    name = ACCEPTANCE
     passes(promtool, tmp_path, [
         # the recipe's 62.2% (373 of 600 draft tokens a minute)
         {"interval": "1m", "input_series": spec_series(600, 373), "alert_rule_test": [check(name, "30m", [])]},
@@ -102,10 +108,8 @@ def test_acceptance_healthy_idle_or_brief_stays_silent(promtool, tmp_path):
 
 
 def test_acceptance_clears_after_recovery(promtool, tmp_path):
-    name = "LagunaSpecDecodeAcceptanceLow"
-    fired = alert(name, {"node": "spark-1", "model_name": SERVED},
-                  "Spec-decode acceptance is 0% while requests are served (alert below 30%; the recipe: 62% on "
-                  "code at k=6).", ACTION[name])
+    name = ACCEPTANCE
+    fired = acceptance_fired(0)
     passes(promtool, tmp_path, [{
         "interval": "1m", "input_series": [
             {"series": "vllm:spec_decode_num_draft_tokens_total{%s}" % VLLM, "values": "0+600x60"},
@@ -117,13 +121,11 @@ def test_acceptance_clears_after_recovery(promtool, tmp_path):
 
 def test_shortened_durations_fire_within_a_minute(promtool, tmp_path):
     """What molecule sets (a 30s window, 20s `for`): the alert fires a minute after acceptance drops to 0."""
-    name = "LagunaSpecDecodeAcceptanceLow"
+    name = ACCEPTANCE
     values = {"monitoring_alert_window": "30s", "monitoring_alert_acceptance_for": "20s"}
     rules = mon.render_rules(values)
     assert "[30s]" in rules and "for: 20s" in rules and "[5m]" not in rules
-    fired = alert(name, {"node": "spark-1", "model_name": SERVED},
-                  "Spec-decode acceptance is 0% while requests are served (alert below 30%; the recipe: 62% on "
-                  "code at k=6).", actions(rules)[name])
+    fired = acceptance_fired(0, actions(rules)[name])
     passes(promtool, tmp_path, [{
         "interval": "10s", "input_series": [
             {"series": "vllm:spec_decode_num_draft_tokens_total{%s}" % VLLM, "values": "0+100x60"},
@@ -276,7 +278,7 @@ def test_ttft_p95_above_its_threshold_fires(promtool, tmp_path):
 
 def test_a_wrong_expectation_fails(promtool, tmp_path):
     """The harness can fail: promtool reports an alert that fires where none was expected."""
-    name = "LagunaSpecDecodeAcceptanceLow"
+    name = ACCEPTANCE
     code, out = run(promtool, tmp_path, [{"interval": "1m", "input_series": spec_series(600, 60),
                                           "alert_rule_test": [check(name, "30m", [])]}])
     assert code != 0 and name in out, out

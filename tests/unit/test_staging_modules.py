@@ -7,9 +7,7 @@ import json
 import os
 import re
 import stat
-import threading
 import time
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -25,16 +23,12 @@ REPO = "poolside/Laguna-S-2.1-FP8"
 
 
 @pytest.fixture
-def hub(tmp_path):
+def hub(tmp_path, http_server):
     root = tmp_path / "hub"
     hub_double.generate(str(root), REPO, 24, 4096)
     log = tmp_path / "hub.jsonl"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), hub_double.handler_for(hub_double.Hub(str(root), log=str(log))))
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield {"endpoint": "http://127.0.0.1:%d" % server.server_address[1], "root": root / REPO, "log": log}
-    server.shutdown()
-    server.server_close()
+    endpoint = http_server(hub_double.handler_for(hub_double.Hub(str(root), log=str(log))))
+    return {"endpoint": endpoint, "root": root / REPO, "log": log}
 
 
 def copy_tree(src, dst):

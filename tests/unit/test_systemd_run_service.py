@@ -6,6 +6,7 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
 from ansible_collections.laguna.spark.plugins.modules import systemd_run_service
+from helpers.fake_bin import on_path
 
 
 ARGS = {
@@ -89,11 +90,8 @@ def test_fingerprint_is_stable_and_sensitive():
 
 
 def test_check_mode_without_a_user_manager_predicts_a_start(systemd, run_module, monkeypatch, tmp_path):
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n")
-    (broken / "systemctl").chmod(0o755)
-    monkeypatch.setenv("PATH", "%s:%s" % (broken, os.environ["PATH"]))
+    on_path(monkeypatch, tmp_path / "broken", {
+        "systemctl": "#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n"})
     result = run_module(systemd_run_service, ARGS, check_mode=True)
     assert result["changed"] and result["action"] == "started"
     assert "no user manager" in str(result.get("warnings"))

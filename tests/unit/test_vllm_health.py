@@ -1,19 +1,18 @@
 """vllm_health against real sockets on 127.0.0.1: answering, refusing, hung; the API key."""
 
 import json
-import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 from ansible_collections.laguna.spark.plugins.modules import vllm_health as vllm_health_module
+from helpers import free_port
+from helpers.servers import Handler, hung_port
 
 KEY = "sk-laguna-health-51c2"
 
 
-class _Ok(BaseHTTPRequestHandler):
+class _Ok(Handler):
     code = 200
     key = None  # set: answers 401 unless the request carries it (a proxy guarding /health)
     seen = None
@@ -24,29 +23,15 @@ class _Ok(BaseHTTPRequestHandler):
         code = self.code
         if self.key and self.headers.get("Authorization") != "Bearer " + self.key:
             code = 401
-        self.send_response(code)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
+        self.answer(code)
 
 
 @pytest.fixture
-def server():
-    servers = []
-
+def server(http_server):
     def start(code=200, key=None, seen=None):
-        handler = type("H", (_Ok,), {"code": code, "key": key, "seen": seen})
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        return "http://127.0.0.1:%d/health" % srv.server_address[1]
+        return http_server(type("H", (_Ok,), {"code": code, "key": key, "seen": seen})) + "/health"
 
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
+    return start
 
 
 def test_an_answering_server_is_healthy(server):
@@ -60,25 +45,13 @@ def test_a_500_is_unhealthy_not_hung(server):
 
 
 def test_nothing_listening_is_down():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()  # bound then closed: nothing listens on it
-    state, _status, seconds, _detail = vllm_health.probe("http://127.0.0.1:%d/health" % port, 5)
+    state, _status, seconds, _detail = vllm_health.probe("http://127.0.0.1:%d/health" % free_port(), 5)
     assert state == "down" and seconds < 5
 
 
 def test_a_socket_that_accepts_and_never_answers_is_hung():
-    # What a SIGSTOPped vLLM looks like: the kernel completes the handshake
-    # from the listen backlog, nobody reads.
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    try:
-        state, status, seconds, detail = vllm_health.probe(
-            "http://127.0.0.1:%d/health" % sock.getsockname()[1], 1)
-    finally:
-        sock.close()
+    with hung_port() as port:  # what a SIGSTOPped vLLM looks like
+        state, status, seconds, detail = vllm_health.probe("http://127.0.0.1:%d/health" % port, 1)
     assert state == "hung", detail
     assert status is None and 1 <= seconds < 5
 

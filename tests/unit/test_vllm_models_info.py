@@ -2,16 +2,15 @@
 vllm_serve's verify when the API never came up (vllm_health.down_message, filter vllm_api_down)."""
 
 import json
-import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health, vllm_log
 from ansible_collections.laguna.spark.plugins.modules import vllm_models_info
+from helpers import free_port
 from helpers.constants import MAX_MODEL_LEN, SERVED_MODEL
 from helpers.filters import run_filter
+from helpers.servers import Handler, hung_port
 
 KEY = "sk-laguna-models-7d1e"
 LISTING = {"object": "list", "data": [{"id": SERVED_MODEL, "object": "model", "max_model_len": MAX_MODEL_LEN}]}
@@ -20,7 +19,7 @@ PG_LINE = ("INFO 12-03 06:43:10 [ray_utils.py:467] Waiting for creating a placem
            "specs=[{'GPU': 1.0, 'node:10.89.77.11': 0.001}, {'GPU': 1.0}]. Check `ray status` and `ray list nodes`")
 
 
-class _Models(BaseHTTPRequestHandler):
+class _Models(Handler):
     code, body, key = 200, json.dumps(LISTING).encode(), None
 
     def do_GET(self):  # noqa: N802
@@ -29,40 +28,18 @@ class _Models(BaseHTTPRequestHandler):
             code, body = 404, b"{}"
         if self.key and self.headers.get("Authorization") != "Bearer " + self.key:
             code, body = 401, b'{"error": "Unauthorized"}'
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.answer(code, body)
 
 
 @pytest.fixture
-def server():
-    servers = []
-
+def server(http_server):
     def start(code=200, body=None, key=None):
         attrs = {"code": code, "key": key}
         if body is not None:
             attrs["body"] = body
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), type("H", (_Models,), attrs))
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        servers.append(srv)
-        return "http://127.0.0.1:%d" % srv.server_address[1]
+        return http_server(type("H", (_Models,), attrs))
 
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
-
-
-def _closed_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
+    return start
 
 
 def test_a_server_listing_its_models_is_up_with_their_ids(server):
@@ -71,19 +48,14 @@ def test_a_server_listing_its_models_is_up_with_their_ids(server):
 
 
 def test_nothing_listening_is_down_not_an_error():
-    found = vllm_health.models("http://127.0.0.1:%d" % _closed_port(), 5)
+    found = vllm_health.models("http://127.0.0.1:%d" % free_port(), 5)
     assert (found["up"], found["status"], found["models"]) == (False, -1, [])
     assert "refused" in found["detail"].lower()
 
 
 def test_a_server_that_accepts_and_never_answers_is_down_after_the_timeout():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    try:
-        found = vllm_health.models("http://127.0.0.1:%d" % sock.getsockname()[1], 1)
-    finally:
-        sock.close()
+    with hung_port() as port:
+        found = vllm_health.models("http://127.0.0.1:%d" % port, 1)
     assert (found["up"], found["status"]) == (False, -1) and "timed out" in found["detail"]
 
 
@@ -103,7 +75,7 @@ def test_the_key_goes_as_a_bearer_token_and_a_401_names_the_setting(server):
 
 
 def test_the_module_reports_down_without_failing_and_never_returns_the_key(server, run_module):
-    down = run_module(vllm_models_info, {"url": "http://127.0.0.1:%d" % _closed_port(), "timeout": 2})
+    down = run_module(vllm_models_info, {"url": "http://127.0.0.1:%d" % free_port(), "timeout": 2})
     assert not down.failed and down["up"] is False and down["status"] == -1 and not down["changed"]
     base = server(key=KEY)
     up = run_module(vllm_models_info, {"url": base, "api_key": KEY}, check_mode=True)

@@ -1,15 +1,11 @@
 import json
-import os
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_client
 from ansible_collections.laguna.spark.plugins.modules import vllm_bench, vllm_spec_decode_info
-from helpers import DOUBLES
-from helpers.constants import MAX_MODEL_LEN
+from helpers import standin
+from helpers.servers import Handler
 
 METRICS = """# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
 # TYPE vllm:spec_decode_num_draft_tokens_total counter
@@ -90,70 +86,42 @@ KEY = "sk-laguna-unit-7f3a9c"
 
 
 @pytest.fixture
-def keyed_standin():
+def keyed_standin(http_server):
     """start(tokens) -> (base URL, [(method, path, Authorization header)]) of a stand-in serving with those keys.
 
     The stand-in checks the key as vLLM 0.25.1 does (tests/conformance/test_vllm_api_key.py):
     /v1 paths need it, /metrics, /tokenize and /version do not.
     """
-    sys.path.insert(0, os.path.join(DOUBLES, "vllm_standin"))
-    from vllm.entrypoints import cli
-
-    servers = []
+    cli, = standin.modules("vllm.entrypoints.cli")
 
     def start(tokens, spec=True):
         seen = []
-        engine = cli.Engine("laguna-s-2.1", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}
-                            if spec else None, MAX_MODEL_LEN)
-        base = cli.handler_for(engine, tokens)
+        base = cli.handler_for(standin.engine("laguna-s-2.1", 6 if spec else 0), tokens)
 
         class Recording(base):
             def admitted(self):
                 seen.append((self.command, self.path, self.headers.get("Authorization")))
                 return base.admitted(self)
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1], seen
+        return http_server(Recording), seen
 
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-    sys.path.remove(os.path.join(DOUBLES, "vllm_standin"))
+    return start
 
 
 @pytest.fixture
-def guarding_proxy():
+def guarding_proxy(http_server):
     """start(key) -> base URL of a server that, like a proxy in front of vLLM, wants the key on every path."""
-    servers = []
-
     def start(key):
-        class Handler(BaseHTTPRequestHandler):
+        class Proxy(Handler):
             def do_GET(self):  # noqa: N802
                 if self.headers.get("Authorization") != "Bearer " + key:
-                    body, code = b'{"error":"Unauthorized"}', 401
+                    self.answer(401, b'{"error":"Unauthorized"}')
                 else:
-                    body, code = METRICS.encode(), 200
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                    self.answer(200, METRICS.encode())
 
-            def log_message(self, *args):
-                pass
+        return http_server(Proxy)
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return "http://127.0.0.1:%d" % server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    return start
 
 
 def test_headers_are_built_in_one_place():

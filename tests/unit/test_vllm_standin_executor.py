@@ -14,14 +14,11 @@ import urllib.request
 
 import pytest
 
-from helpers import DOUBLES, gpu
+from helpers import DOUBLES, gpu, standin
 
-STANDIN = os.path.join(DOUBLES, "vllm_standin")
-sys.path.insert(0, STANDIN)
-from vllm.entrypoints import cli, speed_model  # noqa: E402
-from vllm.v1.executor import ray_executor_v2 as executor  # noqa: E402
-from vllm.v1.spec_decode import metrics  # noqa: E402
-from vllm.v1.worker import gpu_worker  # noqa: E402
+cli, speed_model, executor, metrics, gpu_worker = standin.modules(
+    "vllm.entrypoints.cli", "vllm.entrypoints.speed_model", "vllm.v1.executor.ray_executor_v2",
+    "vllm.v1.spec_decode.metrics", "vllm.v1.worker.gpu_worker")
 
 GiB = 1 << 30
 TWO = [{"GPU": 1.0}, {"GPU": 1.0}]
@@ -170,8 +167,9 @@ def serve(tmp_path, *args, **env):
     (model / "config.json").write_text("{}")
     return subprocess.run([sys.executable, "-m", "vllm.entrypoints.cli", "serve", str(model), "--port", "0",
                            "--distributed-executor-backend", "mp"] + list(args),
-                          env=dict(os.environ, PYTHONPATH=STANDIN, LAGUNA_STANDIN_GPU_DEVICE=str(tmp_path / "gpu"),
-                                   **env), capture_output=True, text=True, timeout=60, check=False)
+                          env=dict(os.environ, PYTHONPATH=standin.STANDIN,
+                                   LAGUNA_STANDIN_GPU_DEVICE=str(tmp_path / "gpu"), **env),
+                          capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_a_start_short_of_memory_ends_as_vllms_with_status_1(tmp_path):
@@ -191,7 +189,7 @@ def test_with_kv_cache_memory_bytes_the_check_still_runs_and_the_line_is_logged(
 
 
 def test_a_dead_engine_answers_503_and_the_watchdog_ends_the_server(monkeypatch):
-    engine = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144)
+    engine = standin.engine("m")
     server = cli.ApiServer(engine, "127.0.0.1", 0, environ={})
     base = "http://127.0.0.1:%d" % server.server.server_address[1]
     done = threading.Event()
@@ -213,7 +211,7 @@ def test_a_dead_engine_answers_503_and_the_watchdog_ends_the_server(monkeypatch)
 
 
 def test_a_request_to_a_dead_engine_gets_vllms_error_and_stops_the_server():
-    engine = cli.Engine("m", None, 262144)
+    engine = standin.engine("m", 0)
     server = cli.ApiServer(engine, "127.0.0.1", 0, environ={})
     base = "http://127.0.0.1:%d" % server.server.server_address[1]
     threading.Thread(target=server.server.serve_forever, daemon=True).start()
@@ -227,7 +225,7 @@ def test_a_request_to_a_dead_engine_gets_vllms_error_and_stops_the_server():
 
 
 def test_keep_alive_on_engine_death_keeps_serving():
-    engine = cli.Engine("m", None, 262144)
+    engine = standin.engine("m", 0)
     server = cli.ApiServer(engine, "127.0.0.1", 0, environ={"VLLM_KEEP_ALIVE_ON_ENGINE_DEATH": "1"})
     engine.dead = True
     server.terminate_if_errored()
@@ -236,7 +234,7 @@ def test_keep_alive_on_engine_death_keeps_serving():
 
 
 def test_the_spec_decoding_line_reports_the_drafts_since_the_last_one(capsys):
-    engine = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144)
+    engine = standin.engine("m")
     engine.speed.step_s = 0.0
     pieces = [w for group in engine.steps(40, "prompt", 3) for w in group]
     assert len(pieces) == 40
@@ -254,7 +252,7 @@ def test_the_spec_decoding_line_reports_the_drafts_since_the_last_one(capsys):
 
 def test_every_counter_and_histogram_has_its_created_series():
     """prometheus_client writes a `<name>_created` gauge beside every counter and histogram, and nothing else."""
-    text = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144).metrics()
+    text = standin.engine("m").metrics()
     types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE "))
     totals = {name[:-len("_total")] for name, kind in types.items() if kind == "counter"}
     histograms = {name for name, kind in types.items() if kind == "histogram"}
@@ -275,8 +273,7 @@ def _sample(text, name):
 
 
 def test_the_scheduler_gauges_and_the_request_histograms_follow_the_requests():
-    engine = cli.Engine("m", {"method": "dflash", "model": "/d", "num_speculative_tokens": 6}, 262144,
-                        kv_cache_memory_bytes=5368709120)
+    engine = standin.engine("m", kv_cache_memory_bytes=5368709120)
     engine.speed.step_s = 0.0
     assert engine.kv_tokens == 273095  # the recipe's pool for 5 GiB
     steps = engine.steps(40, "prompt", 100)
