@@ -6,17 +6,21 @@
 # the package index and image of the molecule nodes, and the collection built
 # and installed as users install it. Every step is skipped when already done.
 #
-# What runs at once (2 cores): the node image builds in the foreground
-# (debootstrap and apt in a chroot) while two background lanes fill the
-# caches, each one step at a time, so that at most three steps run together
-# and most of what they do is downloading:
+# What runs at once (2 cores): .venv and then the nodes' package index
+# (scripts/node-index.sh, run by .venv's python) in the foreground, while two
+# background lanes work, each one step at a time, so that at most three steps
+# run together and most of what they do is downloading:
 #   lane 1, from the start: the conformance venv, then the hf venv;
-#   lane 2, once .venv exists (its python runs them): the nodes' package
-#           index (scripts/node-index.sh), then the draft-quantization venv
-#           (scripts/draft-quant-venv.sh).
+#   lane 2, from the start: the node image (debootstrap and apt in a chroot);
+#           once it and the package index are done, the molecule nodes have
+#           all they need (LAGUNA_SETUP_NODES_READY below), and the lane goes
+#           on with the draft-quantization venv (scripts/draft-quant-venv.sh).
 # Each background step logs to .cache/<step>.log; a failed one shows the tail
 # of its log and fails the set-up. LAGUNA_SETUP_COLLECTION=no leaves the
 # collection build to the caller (scripts/test.sh builds it once per run).
+# LAGUNA_SETUP_NODES_READY=FILE: write FILE as soon as .venv, the package
+# index and the node image are there (scripts/test.sh starts molecule then,
+# while the set-up finishes the test venvs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +72,12 @@ set -m  # the lanes get process groups of their own (stop_lanes)
 lanes+=($!)
 set +m
 
+set -m
+( step node-image bash scripts/build-node-image.sh ) &
+image_lane=$!
+lanes+=($image_lane)
+set +m
+
 venv_start=$(date +%s)
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -78,22 +88,24 @@ if ! cmp -s requirements.txt .venv/.requirements.installed; then
 fi
 echo "setup: .venv $(($(date +%s) - venv_start)) s"
 
-set -m
-( step node-index env PYTHON="$PWD/.venv/bin/python" bash scripts/node-index.sh &&
-  step draft-quant-venv env PYTHON="$PWD/.venv/bin/python" bash scripts/draft-quant-venv.sh ) &
-lanes+=($!)
-set +m
-
-image_start=$(date +%s)
-bash scripts/build-node-image.sh
-echo "setup: node image $(($(date +%s) - image_start)) s"
+step node-index env PYTHON="$PWD/.venv/bin/python" bash scripts/node-index.sh
 if [ "${LAGUNA_SETUP_COLLECTION:-yes}" != no ]; then
   # The collection as users install it, where ansible.cfg and molecule look.
   bash scripts/collection.sh >/dev/null
 fi
+wait "$image_lane" || exit 1
+if [ -n "${LAGUNA_SETUP_NODES_READY:-}" ]; then
+  : > "$LAGUNA_SETUP_NODES_READY"
+fi
+
+set -m
+( step draft-quant-venv env PYTHON="$PWD/.venv/bin/python" bash scripts/draft-quant-venv.sh ) &
+lanes+=($!)
+set +m
 
 failed=0
 for pid in "${lanes[@]}"; do
+  [ "$pid" != "$image_lane" ] || continue  # waited for above
   wait "$pid" || failed=1
 done
 [ "$failed" -eq 0 ] || exit 1

@@ -105,6 +105,9 @@ report() {
   fi
   phase
   molecule_stop
+  if [ -n "${setup_pid:-}" ]; then
+    kill -- "$setup_pid" 2>/dev/null || true
+  fi
   total=$(($(date +%s) - start))
   out="$ROOT/.cache/measurements/test-times.json"
   echo
@@ -133,7 +136,24 @@ trap 'exit 143' TERM
 
 phase setup
 # The collection is built once, below, for the tests and molecule alike.
-LAGUNA_SETUP_COLLECTION=no bash scripts/setup.sh
+# Molecule needs only .venv, the nodes' package index and image: in the lanes
+# mode it starts once setup.sh says they are there (LAGUNA_SETUP_NODES_READY),
+# and the set-up's test venvs finish beside it before the foreground phases.
+nodes_ready="$ROOT/.cache/setup.nodes-ready"
+mkdir -p "$ROOT/.cache"
+rm -f "$nodes_ready"
+LAGUNA_SETUP_COLLECTION=no LAGUNA_SETUP_NODES_READY="$nodes_ready" bash scripts/setup.sh &
+setup_pid=$!
+if [ "${LAGUNA_TEST_LANES:-2}" != 1 ]; then
+  while [ ! -e "$nodes_ready" ] && kill -0 "$setup_pid" 2>/dev/null; do
+    sleep 2
+  done
+fi
+if [ ! -e "$nodes_ready" ] || [ "${LAGUNA_TEST_LANES:-2}" = 1 ]; then
+  # The set-up ended (or failed) before the nodes were ready, or no lanes.
+  wait "$setup_pid"
+  setup_pid=""
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 . scripts/podman-env.sh
 
@@ -171,6 +191,12 @@ yield_cpu() {  # nice value of this session's autogroup
     echo "$1" > /proc/self/autogroup 2>/dev/null || true
   fi
 }
+
+if [ -n "$setup_pid" ]; then
+  phase "setup (test venvs)"
+  wait "$setup_pid"
+  setup_pid=""
+fi
 
 phase lint
 yield_cpu 10
