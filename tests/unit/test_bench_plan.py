@@ -88,3 +88,47 @@ def test_the_drafts_filter_reads_the_decode_results_spec():
         ["decode", k(6)]])
     assert planned is True and overridden is False
     assert "benchmark_drafts_as_planned: the input must be a vllm_bench result" in bad
+
+
+def test_a_measured_step_is_recorded_without_what_ansible_adds():
+    decode = {"changed": False, "failed": False, "decode_tok_s": 61.2, "spec": {"present": True}, "runs": [1, 2]}
+    greedy = {"changed": False, "outputs": ["a", "b"]}
+    skipped = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+    earlier = [{"speculative": False, "k": None, "ok": True, "decode": {}, "greedy": {"outputs": []}}]
+    measured, without_greedy, bad_step, not_a_list = run_filter("benchmark", "benchmark_step_done", [
+        {"args": [earlier, k(6)], "kwargs": {"decode": decode, "greedy": greedy}},
+        {"args": [[], NO_DRAFT], "kwargs": {"decode": decode, "greedy": skipped}},
+        {"args": [[], {"k": 2}], "kwargs": {"decode": decode, "greedy": greedy}},
+        {"args": ["[]", k(6)], "kwargs": {"error": "boom"}}])
+    record = {"speculative": True, "k": 6, "ok": True,
+              "decode": {"decode_tok_s": 61.2, "spec": {"present": True}, "runs": [1, 2]},
+              "greedy": {"outputs": ["a", "b"]}}
+    assert measured == earlier + [record]
+    assert list(measured[1]) == ["speculative", "k", "ok", "decode", "greedy"]
+    assert without_greedy[0]["greedy"] == {"outputs": []} and without_greedy[0]["k"] is None
+    assert "benchmark_step_done: step must be a plan step" in bad_step
+    assert "benchmark_step_done: the input must be the list of the steps done" in not_a_list
+
+
+def test_a_failed_step_is_recorded_with_its_error_and_nothing_measured():
+    failed, no_message = run_filter("benchmark", "benchmark_step_done", [
+        {"args": [[], k(4)], "kwargs": {"error": "vllm serve stopped right after starting"}},
+        {"args": [[], k(4)], "kwargs": {"error": None}}])
+    assert failed == [{"speculative": True, "k": 4, "ok": False, "error": "vllm serve stopped right after starting",
+                       "decode": {}, "greedy": {}}]
+    assert list(failed[0]) == ["speculative", "k", "ok", "error", "decode", "greedy"]
+    assert no_message[0]["ok"] is False and no_message[0]["error"] is None
+
+
+def test_the_ttft_results_keep_the_measurements_skips_and_failures():
+    results = [
+        {"item": 1024, "ansible_loop_var": "item", "changed": False, "failed": False, "target_prompt_tokens": 1024,
+         "invocation": {"module_args": {}}, "ttft_s_stats": {"median": 0.1}},
+        {"item": 4096, "ansible_loop_var": "item", "failed": True, "msg": "Benchmark (ttft) failed: timed out"},
+        {"item": 16384, "ansible_loop_var": "item", "changed": False, "skipped": True, "skip_reason": "too long"}]
+    kept, bad = run_filter("benchmark", "benchmark_ttft", [[results], [{"results": results}]])
+    assert kept == [
+        {"item": 1024, "failed": False, "target_prompt_tokens": 1024, "ttft_s_stats": {"median": 0.1}},
+        {"item": 4096, "failed": True, "msg": "Benchmark (ttft) failed: timed out"},
+        {"item": 16384, "skipped": True, "skip_reason": "too long"}]
+    assert "benchmark_ttft: the input must be the results of the TTFT loop" in bad

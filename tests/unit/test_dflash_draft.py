@@ -290,6 +290,18 @@ def test_module_returns_the_pairing_hint_the_acceptance_failure_prints(run_modul
     assert missing["pairing_hint"].startswith("Draft %s is unreadable" % (tmp_path / "nope"))
 
 
+def test_the_acceptance_failure_prints_the_hint_of_the_inspection_that_ran():
+    """vllm_serve's draft_pairing_hint.yml inspects the draft again only when draft_check.yml did not."""
+    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+    ran, earlier = {"changed": False, "pairing_hint": "Draft /d is built for NVFP4."}, {"pairing_hint": "Earlier."}
+    skipped = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+    own, reused, none, nothing_ran, bad = run_filter("draft_pairing_hint", "draft_pairing_hint", [
+        [ran, None], [skipped, earlier], [{"changed": False}], [skipped, None], ["hint"]])
+    assert (own, reused, none) == ("Draft /d is built for NVFP4.", "Earlier.", "")
+    assert "draft_pairing_hint: the inspection was skipped and no earlier one was given" in nothing_ran
+    assert "draft_pairing_hint: the input must be a dflash_draft_info result" in bad
+
+
 # --- the draft_quant role's rebuild decision (filter draft_quant_rebuild) ---------------------------
 
 SOURCE = "z-lab/Laguna-S-2.1-DFlash"

@@ -4,15 +4,13 @@ Against the format strings of the real vLLM 0.25.1: tests/conformance/test_vllm_
 """
 import os
 import re
-import subprocess
-import sys
 
 import pytest
-import yaml
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_log
 from helpers import ROOT
 from helpers.constants import KV_CACHE_TOKENS, MAX_CONCURRENCY, MAX_MODEL_LEN
+from helpers.filters import run_filter
 
 LINES = [
     "INFO 05-01 10:00:00 [kv_cache_utils.py:1] GPU KV cache size: 100 tokens",
@@ -21,13 +19,6 @@ LINES = [
     "INFO 05-01 10:09:00 [kv_cache_utils.py:2148] Maximum concurrency for 262,144 tokens per request: 1.04x",
     "INFO Using the default sampler",
 ]
-
-TEMPLATE = """
-import sys
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-sys.stdout.write(Templar(loader=DataLoader(), variables={}).template(trust_as_template(sys.argv[1])))
-"""
 
 
 def test_vllm_log_lines():
@@ -75,15 +66,14 @@ def test_any_finds_every_line_parse_line_reads():
         assert bool(re.search(vllm_log.ANY, line)) == (vllm_log.parse_line(line) is not None), line
 
 
-def test_benchmark_playbook_filters_the_journal_with_any():
-    """The benchmark playbook's journal filter is vllm_log.ANY as Ansible hands it to `search`."""
-    path = os.path.join(ROOT, "playbooks", "benchmark.yml")
-    text = open(path).read()
-    yaml.safe_load(text)
-    literals = re.findall(r"\{\{ benchmark_journal\.stdout_lines[^}]*select\('search', ('[^']*')\)", text)
-    assert len(literals) == 1, "benchmark.yml: no (or more than one) select('search', ...) over the journal"
-    # Ansible's templating, not bare Jinja (it keeps a string's backslashes as written), in a
-    # process of its own: importing ansible.template here changes how modules report warnings.
-    pattern = subprocess.run([sys.executable, "-c", TEMPLATE, "{{ %s }}" % literals[0]], capture_output=True,
-                             text=True, timeout=120, check=True).stdout
-    assert pattern == vllm_log.ANY
+def test_the_benchmark_keeps_the_journal_lines_parse_line_reads():
+    """playbooks/benchmark.yml keeps the journal's lines through filter benchmark_log_lines, which
+    selects with vllm_log.ANY: no copy of the pattern in the playbook."""
+    text = open(os.path.join(ROOT, "playbooks", "benchmark.yml")).read()
+    assert "benchmark_journal.stdout_lines | default([]) | laguna.spark.benchmark_log_lines" in text
+    assert "select('search'" not in text
+    journal = ["-- Boot 1 --"] + LINES + ["INFO Using the default sampler again", ""]
+    kept, not_lines = run_filter("benchmark", "benchmark_log_lines", [[journal], ["GPU KV cache size: 1 tokens"]])
+    assert kept == [line for line in journal if vllm_log.parse_line(line) is not None]
+    assert len(kept) == 4
+    assert "benchmark_log_lines: the input must be the journal's lines" in not_lines
