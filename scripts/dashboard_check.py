@@ -22,7 +22,6 @@ node that reaches Prometheus.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -31,16 +30,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkout  # noqa: E402  pylint: disable=wrong-import-position
+
+ROOT = checkout.ROOT
 DASHBOARD = os.path.join(ROOT, "roles", "monitoring", "files", "laguna-spark-dashboard.json")
-
-
-def _monitoring():
-    path = os.path.join(ROOT, "plugins", "module_utils", "monitoring.py")
-    spec = importlib.util.spec_from_file_location("laguna_monitoring", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def instant(url, expr, timeout):
@@ -75,7 +69,7 @@ def instant(url, expr, timeout):
 def check(url, model, rate_interval="5m", variables=None, expected=(), expect_all=False, skipped=None,
           timeout=10):
     """[{id, title, data, expected, reason, queries: [{expr, samples, error}]}] for every panel."""
-    mon = _monitoring()
+    mon = checkout.module_utils("monitoring")
     values = dict(mon.template_variables(model), **(variables or {}))
     skipped = dict(skipped or {})
     rows = []

@@ -87,10 +87,17 @@ def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.si
     return result
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+def molecule_parser(doc):
+    """The argument parser of a script that measures the converged hosts: described by the first
+    paragraph of ``doc``, with -i/--inventory ($MOLECULE_EPHEMERAL_DIRECTORY/inventory by default)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
     parser.add_argument("-i", "--inventory",
                         default=os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "."), "inventory"))
+    return parser
+
+
+def main(argv=None):
+    parser = molecule_parser(__doc__)
     parser.add_argument("--pings", type=int, default=3)
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--verify", action="store_true")

@@ -26,7 +26,6 @@ scenario's), in turns: in the containers' cgroup v1 hierarchy, systemd waits
 out the whole TimeoutStopSec after it has killed what a dead main process
 left (the worker raylet, whose head is gone), so the value shows in the time.
 """
-import argparse
 import json
 import os
 import statistics
@@ -91,9 +90,7 @@ def summary(key, seconds, first, ratio_key):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("-i", "--inventory",
-                        default=os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "."), "inventory"))
+    parser = noop_ratio.molecule_parser(__doc__)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--head", default="laguna-head")
     parser.add_argument("--killed-head", action="store_true")

@@ -18,7 +18,6 @@ the sentence is a double-quoted item wrapped below 120 columns.
 """
 import argparse
 import glob
-import importlib.util
 import json
 import os
 import re
@@ -27,7 +26,10 @@ import textwrap
 
 import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkout  # noqa: E402  pylint: disable=wrong-import-position
+
+ROOT = checkout.ROOT
 
 _OPTIONS = re.compile(r"^    options:(\s+&\S+)?\s*$")  # an entry point's options (maybe anchored)
 _OPTION = re.compile(r"^      ([A-Za-z_][A-Za-z0-9_]*):\s*$")
@@ -35,15 +37,6 @@ _DESCRIPTION = re.compile(r"^        description:(.*)$")
 _WIDTH = 120
 _ITEM = " " * 10 + "- "
 _MORE = " " * 12
-
-
-def load_config_check():
-    """plugins/module_utils/config_check.py of this checkout (it imports only ansible-core)."""
-    path = os.path.join(ROOT, "plugins", "module_utils", "config_check.py")
-    spec = importlib.util.spec_from_file_location("laguna_config_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _indent(line):
@@ -157,7 +150,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--check", action="store_true", help="list the files that differ, change nothing")
     args = parser.parse_args(argv)
-    cc = load_config_check()
+    cc = checkout.module_utils("config_check")  # it imports only ansible-core
     stale = []
     for path in spec_files():
         with open(path, encoding="utf-8") as handle:

@@ -8,14 +8,21 @@ from __future__ import annotations
 class ModuleDocFragment(object):
     """Modules that talk to a running vLLM server over HTTP."""
 
-    # The server's address (the API key's wording differs per module and
-    # stays in each module).
+    # The server's address and API key (module_utils/vllm_client.server_options()
+    # declares them); what a 401 does is each module's own, in its description.
     DOCUMENTATION = r"""
 options:
   url:
     description: Base URL of the server.
     type: str
     default: http://127.0.0.1:8000
+  api_key:
+    description:
+      - The server's API key (vLLM's C(--api-key) or C(VLLM_API_KEY); the collection's
+        C(vllm_serve_api_key)), sent as a Bearer token, as vLLM wants it on its guarded
+        /v1 paths; never logged.
+      - Unset or empty, no C(Authorization) header is sent.
+    type: str
 """
 
     # Modules that need nothing on the host they run on but a route to the

@@ -6,24 +6,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ansible.errors import AnsibleFilterError
 from ansible_collections.laguna.spark.plugins.module_utils import firewall
+from ansible_collections.laguna.spark.plugins.module_utils.peers import host_vars
 
 
 def firewall_cluster(hosts, hostvars, default_prefix=24):
     """[{name, addresses, roce_ip, roce_prefix, twin_addresses}] of the cluster's hosts, from their hostvars."""
-    if isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__"):
-        raise AnsibleFilterError("firewall_cluster: the input must be a list of inventory host names")
-    hosts = list(hosts)
-    for host in hosts:
-        try:
-            node = hostvars[host]
-        except KeyError:
-            raise AnsibleFilterError("firewall_cluster: %s is not in the inventory" % host)
-        if not isinstance(node, Mapping):
-            raise AnsibleFilterError("firewall_cluster: the hostvars of %s are not a mapping" % host)
+    hosts = [host for host, _vars in host_vars(hosts, hostvars, AnsibleFilterError, "firewall_cluster")]
     try:
         return firewall.cluster_nodes(hosts, hostvars, default_prefix)
     except (TypeError, ValueError) as exc:

@@ -5,25 +5,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from ansible.errors import AnsibleFilterError
 from ansible_collections.laguna.spark.plugins.module_utils import known_hosts
+from ansible_collections.laguna.spark.plugins.module_utils.peers import host_vars
 
 
 def known_host_pairs(peers, hostvars, extra_address_vars=None, address_var="laguna_roce_ip",
                      keys_var="ssh_mesh_hostkeys"):
     """[{host, name, key}] for every peer, every name it is known by and every host key it has."""
-    if isinstance(peers, (str, bytes)) or not hasattr(peers, "__iter__"):
-        raise AnsibleFilterError("known_host_pairs: the peers must be a list of inventory host names")
     found = []
-    for peer in peers:
-        try:
-            facts = hostvars[peer]
-        except KeyError:
-            raise AnsibleFilterError("known_host_pairs: %s is not in the inventory" % peer)
-        if not isinstance(facts, Mapping):
-            raise AnsibleFilterError("known_host_pairs: the hostvars of %s are not a mapping" % peer)
+    for peer, facts in host_vars(peers, hostvars, AnsibleFilterError, "known_host_pairs", "the peers"):
         names = []
         for var in [address_var] + list(extra_address_vars or []):
             if var not in facts or facts[var] in (None, ""):

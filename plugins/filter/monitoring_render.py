@@ -9,22 +9,15 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring
+from ansible_collections.laguna.spark.plugins.module_utils.peers import host_vars
 
 
 def monitoring_render(hosts, hostvars, settings):
     """{node_exporter_default, prometheus_default, prometheus_config, rules} of this node."""
-    if isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__"):
-        raise AnsibleFilterError("monitoring_render: the input must be a list of inventory host names")
+    nodes = host_vars(hosts, hostvars, AnsibleFilterError, "monitoring_render")
     if not isinstance(settings, Mapping):
         raise AnsibleFilterError("monitoring_render: the settings must be a mapping")
-    hosts = list(hosts)
-    for host in hosts:
-        try:
-            node = hostvars[host]
-        except KeyError:
-            raise AnsibleFilterError("monitoring_render: %s is not in the inventory" % host)
-        if not isinstance(node, Mapping):
-            raise AnsibleFilterError("monitoring_render: the hostvars of %s are not a mapping" % host)
+    hosts = [host for host, _vars in nodes]
     try:
         return monitoring.render(hosts, hostvars, settings)
     except KeyError as exc:

@@ -86,28 +86,25 @@ class Bound(object):
         return "; ".join(parts)
 
 
-def _ipv4(value):
+def _parses(parse, value):
+    """Whether ``parse`` (an ipaddress constructor) takes ``value`` without a ValueError."""
     try:
-        ipaddress.IPv4Address(str(value))
+        parse(value)
         return True
     except ValueError:
         return False
+
+
+def _ipv4(value):
+    return _parses(ipaddress.IPv4Address, str(value))
 
 
 def _network(value):
-    try:
-        ipaddress.ip_network(value, strict=False)
-        return True
-    except ValueError:
-        return False
+    return _parses(lambda text: ipaddress.ip_network(text, strict=False), value)
 
 
 def _ip(value):
-    try:
-        ipaddress.ip_address(str(value))
-        return True
-    except ValueError:
-        return False
+    return _parses(ipaddress.ip_address, str(value))
 
 
 # A Prometheus duration (model.ParseDuration), not zero: 15s, 1m30s, 15d.
@@ -150,10 +147,41 @@ FORMATS = {
                "printable ASCII without spaces, quotes, backslashes or $ (or empty)"),
 }
 
+
+def fmt(name):
+    """The value has the format FORMATS[name]."""
+    return Bound(fmt=name)
+
+
+def items(name):
+    """Every item of the list has the format FORMATS[name]."""
+    return Bound(elements=name)
+
+
+def keys(name):
+    """Every key of the dict has the format FORMATS[name]."""
+    return Bound(keys=name)
+
+
+def between(low, high):
+    """A number from ``low`` to ``high``, both included."""
+    return Bound(min=low, max=high)
+
+
+def at_least(low):
+    """A number not below ``low``."""
+    return Bound(min=low)
+
+
+def never_null(bound):
+    """A copy of ``bound`` that also refuses null."""
+    return Bound(**dict(vars(bound), nullable=False))
+
+
 ANY = Bound()  # declared free-form: any value of the declared type
-PORT = Bound(min=1, max=65535)
-SECONDS = Bound(min=1, max=7 * 24 * 3600)
-COUNT = Bound(min=1)
+PORT = between(1, 65535)
+SECONDS = between(1, 7 * 24 * 3600)
+COUNT = at_least(1)
 
 # Range or format of every variable the roles declare (every one but a bool:
 # ANY when free-form). Types, defaults and descriptions live in the roles'
@@ -161,220 +189,220 @@ COUNT = Bound(min=1)
 # write the bounds' sentences into those descriptions.
 BOUNDS = {
     # laguna (the shared settings)
-    "laguna_user": Bound(fmt="word", nullable=False),
-    "laguna_home": Bound(fmt="abspath"),
-    "laguna_venv": Bound(fmt="abspath", nullable=False),
-    "laguna_cuda_home": Bound(fmt="abspath"),
-    "laguna_head_group": Bound(fmt="word"),
-    "laguna_worker_group": Bound(fmt="word"),
-    "laguna_gpus_per_node": Bound(min=1, max=8),
-    "laguna_hca": Bound(fmt="word"),
-    "laguna_hca_port": Bound(min=1, max=255),
-    "laguna_roce_ifname": Bound(fmt="ifname"),
-    "laguna_roce_ip": Bound(fmt="ipv4", nullable=False),
-    "laguna_sysfs_infiniband": Bound(fmt="abspath"),
-    "laguna_model_repo": Bound(fmt="repo"),
-    "laguna_model_path": Bound(fmt="abspath", nullable=False),
+    "laguna_user": never_null(fmt("word")),
+    "laguna_home": fmt("abspath"),
+    "laguna_venv": never_null(fmt("abspath")),
+    "laguna_cuda_home": fmt("abspath"),
+    "laguna_head_group": fmt("word"),
+    "laguna_worker_group": fmt("word"),
+    "laguna_gpus_per_node": between(1, 8),
+    "laguna_hca": fmt("word"),
+    "laguna_hca_port": between(1, 255),
+    "laguna_roce_ifname": fmt("ifname"),
+    "laguna_roce_ip": never_null(fmt("ipv4")),
+    "laguna_sysfs_infiniband": fmt("abspath"),
+    "laguna_model_repo": fmt("repo"),
+    "laguna_model_path": never_null(fmt("abspath")),
     "laguna_model_shards": COUNT,
-    "laguna_draft_repo": Bound(fmt="repo"),
-    "laguna_draft_path": Bound(fmt="abspath", nullable=False),
+    "laguna_draft_repo": fmt("repo"),
+    "laguna_draft_path": never_null(fmt("abspath")),
     "laguna_ray_port": PORT,
     "laguna_api_port": PORT,
-    "laguna_ray_head_unit": Bound(fmt="unit"),
-    "laguna_ray_worker_unit": Bound(fmt="unit"),
-    "laguna_vllm_unit": Bound(fmt="unit"),
-    "laguna_nvidia_smi": Bound(fmt="word"),
+    "laguna_ray_head_unit": fmt("unit"),
+    "laguna_ray_worker_unit": fmt("unit"),
+    "laguna_vllm_unit": fmt("unit"),
+    "laguna_nvidia_smi": fmt("word"),
     # preflight
-    "preflight_min_driver_version": Bound(fmt="version"),
-    "preflight_nvidia_smi": Bound(fmt="word"),
-    "preflight_min_free_gb": Bound(min=0, max=100000),
-    "preflight_venv_executables": Bound(elements="word"),
-    "preflight_head_executables": Bound(elements="word"),
-    "preflight_sysfs_net": Bound(fmt="abspath"),
-    "preflight_ssh_options": Bound(elements="option"),
-    "preflight_stray_pattern": Bound(fmt="text"),
+    "preflight_min_driver_version": fmt("version"),
+    "preflight_nvidia_smi": fmt("word"),
+    "preflight_min_free_gb": between(0, 100000),
+    "preflight_venv_executables": items("word"),
+    "preflight_head_executables": items("word"),
+    "preflight_sysfs_net": fmt("abspath"),
+    "preflight_ssh_options": items("option"),
+    "preflight_stray_pattern": fmt("text"),
     "preflight_stray_action": ANY,  # choices in the spec
-    "preflight_stray_timeout": Bound(min=1, max=600),
-    "preflight_page_cache_paths": Bound(elements="abspath"),
+    "preflight_stray_timeout": between(1, 600),
+    "preflight_page_cache_paths": items("abspath"),
     # linger
     "linger_wait_timeout": SECONDS,
     # staging
     "staging_artifacts": Bound(min_items=1),
-    "staging_shard_pattern": Bound(fmt="word"),
-    "staging_hf_bin": Bound(fmt="abspath"),
-    "staging_hf_environment": Bound(keys="envname"),
+    "staging_shard_pattern": fmt("word"),
+    "staging_hf_bin": fmt("abspath"),
+    "staging_hf_environment": keys("envname"),
     "staging_download_timeout": SECONDS,
-    "staging_progress_interval": Bound(min=1, max=30),  # progress at least every 30 s
-    "staging_space_reserve_gb": Bound(min=0, max=10000),
-    "staging_hash_cache": Bound(fmt="abspath"),
-    "staging_mirror_streams": Bound(min=1, max=64),
+    "staging_progress_interval": between(1, 30),  # progress at least every 30 s
+    "staging_space_reserve_gb": between(0, 10000),
+    "staging_hash_cache": fmt("abspath"),
+    "staging_mirror_streams": between(1, 64),
     "staging_mirror_timeout": SECONDS,
-    "staging_rsync_options": Bound(elements="option"),
-    "staging_ssh_cipher": Bound(fmt="word"),
-    "staging_ssh_options": Bound(elements="option"),
+    "staging_rsync_options": items("option"),
+    "staging_ssh_cipher": fmt("word"),
+    "staging_ssh_options": items("option"),
     # vllm_patch
-    "vllm_patch_path": Bound(fmt="abspath"),
+    "vllm_patch_path": fmt("abspath"),
     # ray_cluster
-    "ray_cluster_num_gpus": Bound(min=1, max=8),
-    "ray_cluster_num_cpus": Bound(min=1),
-    "ray_cluster_object_store_memory": Bound(min=78643200),  # Ray's own minimum, 75 MiB
-    "ray_cluster_extra_args": Bound(elements="option"),
-    "ray_cluster_limit_memlock": Bound(fmt="memory"),
-    "ray_cluster_memory_high": Bound(fmt="memory"),
-    "ray_cluster_head_memory_max": Bound(fmt="memory"),
-    "ray_cluster_worker_memory_max": Bound(fmt="memory"),
-    "ray_cluster_memory_swap_max": Bound(fmt="memory"),
-    "ray_cluster_extra_properties": Bound(keys="property"),
-    "ray_cluster_drain_timeout": Bound(min=0, max=3600),
-    "ray_cluster_start_limit_interval": Bound(min=1, max=86400),
-    "ray_cluster_start_limit_burst": Bound(min=1, max=1000),
-    "ray_cluster_environment": Bound(keys="envname"),
+    "ray_cluster_num_gpus": between(1, 8),
+    "ray_cluster_num_cpus": at_least(1),
+    "ray_cluster_object_store_memory": at_least(78643200),  # Ray's own minimum, 75 MiB
+    "ray_cluster_extra_args": items("option"),
+    "ray_cluster_limit_memlock": fmt("memory"),
+    "ray_cluster_memory_high": fmt("memory"),
+    "ray_cluster_head_memory_max": fmt("memory"),
+    "ray_cluster_worker_memory_max": fmt("memory"),
+    "ray_cluster_memory_swap_max": fmt("memory"),
+    "ray_cluster_extra_properties": keys("property"),
+    "ray_cluster_drain_timeout": between(0, 3600),
+    "ray_cluster_start_limit_interval": between(1, 86400),
+    "ray_cluster_start_limit_burst": between(1, 1000),
+    "ray_cluster_environment": keys("envname"),
     "ray_cluster_expected_nodes": COUNT,
     "ray_cluster_expected_gpus": COUNT,
-    "ray_cluster_wait_retries": Bound(min=1, max=10000),
-    "ray_cluster_wait_delay": Bound(min=1, max=600),
+    "ray_cluster_wait_retries": between(1, 10000),
+    "ray_cluster_wait_delay": between(1, 600),
     "ray_cluster_status_timeout": SECONDS,
     # fabric_env
-    "fabric_env_extra": Bound(keys="envname"),
-    "fabric_env_gid_type": Bound(fmt="text"),
-    "fabric_env_path_prepend": Bound(elements="abspath"),
-    "fabric_env_path_base": Bound(fmt="text"),
-    "fabric_env_ray_memory_monitor_refresh_ms": Bound(min=0, max=3600000),
+    "fabric_env_extra": keys("envname"),
+    "fabric_env_gid_type": fmt("text"),
+    "fabric_env_path_prepend": items("abspath"),
+    "fabric_env_path_base": fmt("text"),
+    "fabric_env_ray_memory_monitor_refresh_ms": between(0, 3600000),
     # fabric
     "fabric_confirm_timeout": SECONDS,
     "fabric_gid_policy": ANY,  # choices in the spec
-    "fabric_min_twins": Bound(min=1, max=8),
-    "fabric_mtu": Bound(min=1280, max=9216),
-    "fabric_netplan_file": Bound(fmt="abspath"),
+    "fabric_min_twins": between(1, 8),
+    "fabric_mtu": between(1280, 9216),
+    "fabric_netplan_file": fmt("abspath"),
     "fabric_netplan_renderer": ANY,  # "" keeps the system default
-    "fabric_prefix": Bound(min=8, max=30),
+    "fabric_prefix": between(8, 30),
     "fabric_rollback_seconds": SECONDS,
-    "fabric_sysfs_net": Bound(fmt="abspath"),
-    "fabric_twin_addresses": Bound(elements="ipv4"),
+    "fabric_sysfs_net": fmt("abspath"),
+    "fabric_twin_addresses": items("ipv4"),
     # network_gate
-    "network_gate_base_port": Bound(min=1024, max=65000),
-    "network_gate_duration": Bound(min=1, max=3600),
-    "network_gate_min_gbps_per_device": Bound(min=0, max=1000),
-    "network_gate_min_gbps_total": Bound(min=0, max=10000),
-    "network_gate_package": Bound(fmt="word"),
-    "network_gate_qps": Bound(min=1, max=1024),
-    "network_gate_size": Bound(min=1, max=1 << 30),
+    "network_gate_base_port": between(1024, 65000),
+    "network_gate_duration": between(1, 3600),
+    "network_gate_min_gbps_per_device": between(0, 1000),
+    "network_gate_min_gbps_total": between(0, 10000),
+    "network_gate_package": fmt("word"),
+    "network_gate_qps": between(1, 1024),
+    "network_gate_size": between(1, 1 << 30),
     "network_gate_tool": ANY,  # choices in the spec
-    "network_gate_tool_path": Bound(fmt="word"),
+    "network_gate_tool_path": fmt("word"),
     # ssh_mesh
-    "ssh_mesh_connect_timeout": Bound(min=1, max=600),
-    "ssh_mesh_extra_address_vars": Bound(elements="envname"),
-    "ssh_mesh_host_key_dir": Bound(fmt="abspath"),
-    "ssh_mesh_host_key_types": Bound(elements="word"),
+    "ssh_mesh_connect_timeout": between(1, 600),
+    "ssh_mesh_extra_address_vars": items("envname"),
+    "ssh_mesh_host_key_dir": fmt("abspath"),
+    "ssh_mesh_host_key_types": items("word"),
     "ssh_mesh_key_type": ANY,  # choices in the spec
     "ssh_mesh_accept_changed_host_keys": ANY,
     # venv
-    "venv_executables": Bound(elements="word"),
-    "venv_extra_index_urls": Bound(elements="url"),
-    "venv_index_url": Bound(fmt="url"),
+    "venv_executables": items("word"),
+    "venv_extra_index_urls": items("url"),
+    "venv_index_url": fmt("url"),
     "venv_install_timeout": SECONDS,
-    "venv_stale_install_timeout": Bound(min=1, max=600),
-    "venv_path": Bound(fmt="abspath"),
-    "venv_path_base": Bound(fmt="text"),
-    "venv_pins": Bound(elements="word"),
-    "venv_pip_args": Bound(elements="option"),
-    "venv_python": Bound(fmt="abspath"),
-    "venv_system_packages": Bound(elements="word"),
+    "venv_stale_install_timeout": between(1, 600),
+    "venv_path": fmt("abspath"),
+    "venv_path_base": fmt("text"),
+    "venv_pins": items("word"),
+    "venv_pip_args": items("option"),
+    "venv_python": fmt("abspath"),
+    "venv_system_packages": items("word"),
     # vllm_serve
-    "vllm_serve_served_model_name": Bound(fmt="word"),
-    "vllm_serve_host": Bound(fmt="host"),
-    "vllm_serve_api_key": Bound(fmt="secret"),
-    "vllm_serve_tensor_parallel_size": Bound(min=1, max=64),
-    "vllm_serve_distributed_executor_backend": Bound(fmt="word"),
-    "vllm_serve_max_model_len": Bound(min=1, max=262144),
-    "vllm_serve_kv_cache_memory_bytes": Bound(min=1),
-    "vllm_serve_max_num_seqs": Bound(min=1, max=1024),
-    "vllm_serve_max_num_batched_tokens": Bound(min=1),
-    "vllm_serve_extra_args": Bound(elements="option"),
-    "vllm_serve_speculative_method": Bound(fmt="word"),
+    "vllm_serve_served_model_name": fmt("word"),
+    "vllm_serve_host": fmt("host"),
+    "vllm_serve_api_key": fmt("secret"),
+    "vllm_serve_tensor_parallel_size": between(1, 64),
+    "vllm_serve_distributed_executor_backend": fmt("word"),
+    "vllm_serve_max_model_len": between(1, 262144),
+    "vllm_serve_kv_cache_memory_bytes": at_least(1),
+    "vllm_serve_max_num_seqs": between(1, 1024),
+    "vllm_serve_max_num_batched_tokens": at_least(1),
+    "vllm_serve_extra_args": items("option"),
+    "vllm_serve_speculative_method": fmt("word"),
     "vllm_serve_speculative_extra": ANY,  # vLLM checks its own keys
-    "vllm_serve_num_speculative_tokens": Bound(min=1, max=32),
-    "vllm_serve_memory_max": Bound(fmt="memory"),
-    "vllm_serve_memory_swap_max": Bound(fmt="memory"),
-    "vllm_serve_extra_properties": Bound(keys="property"),
-    "vllm_serve_environment": Bound(keys="envname"),
-    "vllm_serve_api_retries": Bound(min=1, max=10000),
-    "vllm_serve_api_delay": Bound(min=1, max=600),
+    "vllm_serve_num_speculative_tokens": between(1, 32),
+    "vllm_serve_memory_max": fmt("memory"),
+    "vllm_serve_memory_swap_max": fmt("memory"),
+    "vllm_serve_extra_properties": keys("property"),
+    "vllm_serve_environment": keys("envname"),
+    "vllm_serve_api_retries": between(1, 10000),
+    "vllm_serve_api_delay": between(1, 600),
     "vllm_serve_request_timeout": SECONDS,
     "vllm_serve_ray_status_timeout": SECONDS,
-    "vllm_serve_gpu_free_wait": Bound(min=0, max=600),
-    "vllm_serve_start_limit_interval": Bound(min=1, max=86400),
-    "vllm_serve_start_limit_burst": Bound(min=1, max=1000),
+    "vllm_serve_gpu_free_wait": between(0, 600),
+    "vllm_serve_start_limit_interval": between(1, 86400),
+    "vllm_serve_start_limit_burst": between(1, 1000),
     "vllm_serve_foreign_gpu_processes": ANY,  # choices in the spec
-    "vllm_serve_smoke_prompt": Bound(fmt="text"),
+    "vllm_serve_smoke_prompt": fmt("text"),
     "vllm_serve_smoke_expect": ANY,  # "" accepts any answer
-    "vllm_serve_gpu_memory_utilization": Bound(min=0.05, max=1.0),
-    "vllm_serve_health_timeout": Bound(min=1, max=3600),
-    "vllm_serve_smoke_max_tokens": Bound(min=1, max=262144),
-    "vllm_serve_warmup_requests": Bound(min=0, max=100),
-    "vllm_serve_warmup_max_tokens": Bound(min=1, max=262144),
+    "vllm_serve_gpu_memory_utilization": between(0.05, 1.0),
+    "vllm_serve_health_timeout": between(1, 3600),
+    "vllm_serve_smoke_max_tokens": between(1, 262144),
+    "vllm_serve_warmup_requests": between(0, 100),
+    "vllm_serve_warmup_max_tokens": between(1, 262144),
     "vllm_serve_draft_target_family": ANY,  # choices in the spec
     # draft_quant
     "draft_quant_group_size": ANY,  # choices in the spec
-    "draft_quant_hf_bin": Bound(fmt="abspath"),
-    "draft_quant_ignore": Bound(elements="option"),
-    "draft_quant_output_path": Bound(fmt="abspath"),
-    "draft_quant_packages": Bound(elements="word"),
+    "draft_quant_hf_bin": fmt("abspath"),
+    "draft_quant_ignore": items("option"),
+    "draft_quant_output_path": fmt("abspath"),
+    "draft_quant_packages": items("word"),
     "draft_quant_pip_extra_args": ANY,  # "" for none
-    "draft_quant_python": Bound(fmt="word"),
-    "draft_quant_source_path": Bound(fmt="abspath"),
-    "draft_quant_source_repo": Bound(fmt="repo"),
-    "draft_quant_targets": Bound(elements="option"),
+    "draft_quant_python": fmt("word"),
+    "draft_quant_source_path": fmt("abspath"),
+    "draft_quant_source_repo": fmt("repo"),
+    "draft_quant_targets": items("option"),
     "draft_quant_timeout": SECONDS,
-    "draft_quant_stale_timeout": Bound(min=1, max=600),
-    "draft_quant_venv": Bound(fmt="abspath"),
+    "draft_quant_stale_timeout": between(1, 600),
+    "draft_quant_venv": fmt("abspath"),
     # teardown
-    "teardown_stray_pattern": Bound(fmt="text"),
+    "teardown_stray_pattern": fmt("text"),
     # config_check itself (roles/laguna)
     "laguna_unknown_variables": ANY,  # choices fail, warn
     "laguna_allow_shrink": ANY,
     "laguna_persistent_units": ANY,
-    "laguna_restart_sec": Bound(min=1, max=3600),
-    "laguna_stop_timeout": Bound(min=1, max=3600),
+    "laguna_restart_sec": between(1, 3600),
+    "laguna_stop_timeout": between(1, 3600),
     "laguna_kill_mode": ANY,  # choices
     # Ray's authentication and ports (roles/laguna)
     "laguna_ray_auth": ANY,
-    "laguna_ray_auth_token_path": Bound(fmt="abspath"),
-    "laguna_ray_auth_token_generation": Bound(min=0, max=1000000),
+    "laguna_ray_auth_token_path": fmt("abspath"),
+    "laguna_ray_auth_token_generation": between(0, 1000000),
     "laguna_ray_ports": Bound(each=PORT),
     "laguna_monitoring_ports": Bound(each=PORT),
     # firewall
-    "firewall_api_sources": Bound(elements="source"),
-    "firewall_extra_sources": Bound(elements="source"),
-    "firewall_path": Bound(fmt="abspath", nullable=False),
-    "firewall_table": Bound(fmt="word"),
-    "laguna_fast_url_timeout": Bound(min=1, max=300),
+    "firewall_api_sources": items("source"),
+    "firewall_extra_sources": items("source"),
+    "firewall_path": never_null(fmt("abspath")),
+    "firewall_table": fmt("word"),
+    "laguna_fast_url_timeout": between(1, 300),
     # monitoring
-    "monitoring_prometheus_listen_address": Bound(fmt="ip", nullable=False),
+    "monitoring_prometheus_listen_address": never_null(fmt("ip")),
     "monitoring_prometheus_port": PORT,
-    "monitoring_retention_time": Bound(fmt="duration"),
-    "monitoring_retention_size": Bound(fmt="tsdb_size"),
-    "monitoring_scrape_interval": Bound(fmt="duration"),
-    "monitoring_evaluation_interval": Bound(fmt="duration"),
-    "monitoring_prometheus_extra_args": Bound(elements="word"),
-    "monitoring_node_exporter_extra_args": Bound(elements="word"),
+    "monitoring_retention_time": fmt("duration"),
+    "monitoring_retention_size": fmt("tsdb_size"),
+    "monitoring_scrape_interval": fmt("duration"),
+    "monitoring_evaluation_interval": fmt("duration"),
+    "monitoring_prometheus_extra_args": items("word"),
+    "monitoring_node_exporter_extra_args": items("word"),
     "monitoring_node_exporter_listen_addresses": Bound(elements="ip", min_items=1),
     "monitoring_node_exporter_port": PORT,
-    "monitoring_vllm_target": Bound(fmt="target"),
-    "monitoring_alert_window": Bound(fmt="duration"),
-    "monitoring_alert_acceptance_min": Bound(min=0.0, max=1.0),
-    "monitoring_alert_acceptance_for": Bound(fmt="duration"),
-    "monitoring_alert_stall_for": Bound(fmt="duration"),
-    "monitoring_alert_target_for": Bound(fmt="duration"),
-    "monitoring_roce_netdevs": Bound(elements="ifname"),
-    "monitoring_roce_mtu": Bound(min=1280, max=9216),
-    "monitoring_roce_min_twins": Bound(min=1, max=8),
-    "monitoring_alert_roce_for": Bound(fmt="duration"),
-    "monitoring_model_mountpoints": Bound(elements="abspath"),
-    "monitoring_alert_disk_free_gb": Bound(min=0, max=100000),
-    "monitoring_alert_disk_for": Bound(fmt="duration"),
-    "monitoring_alert_ttft_p95_seconds": Bound(min=0.001, max=86400),
-    "monitoring_alert_ttft_for": Bound(fmt="duration"),
+    "monitoring_vllm_target": fmt("target"),
+    "monitoring_alert_window": fmt("duration"),
+    "monitoring_alert_acceptance_min": between(0.0, 1.0),
+    "monitoring_alert_acceptance_for": fmt("duration"),
+    "monitoring_alert_stall_for": fmt("duration"),
+    "monitoring_alert_target_for": fmt("duration"),
+    "monitoring_roce_netdevs": items("ifname"),
+    "monitoring_roce_mtu": between(1280, 9216),
+    "monitoring_roce_min_twins": between(1, 8),
+    "monitoring_alert_roce_for": fmt("duration"),
+    "monitoring_model_mountpoints": items("abspath"),
+    "monitoring_alert_disk_free_gb": between(0, 100000),
+    "monitoring_alert_disk_for": fmt("duration"),
+    "monitoring_alert_ttft_p95_seconds": between(0.001, 86400),
+    "monitoring_alert_ttft_for": fmt("duration"),
 }
 
 # The last item of a bounded variable's description in its role's

@@ -33,25 +33,18 @@ import os
 import re
 
 from ansible_collections.laguna.spark.plugins.module_utils import roce
-from ansible_collections.laguna.spark.plugins.module_utils.files import read_sysfs
+from ansible_collections.laguna.spark.plugins.module_utils.files import list_dir, read_sysfs
 
 PCI_RE = re.compile(r"^([0-9a-fA-F]{4,}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 AF_INET = "AF_INET"
 AF_INET6 = "AF_INET6"
 
 
-def _listdir(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
 def _gid_table(sysfs_ib, dev, port):
     """{index: (gid, type)} of every GID slot, populated or not, and the table length."""
     base = os.path.join(sysfs_ib, dev, "ports", str(port))
     table = {}
-    for name in _listdir(os.path.join(base, "gids")):
+    for name in list_dir(os.path.join(base, "gids")):
         if not name.isdigit():
             continue
         table[int(name)] = (read_sysfs(os.path.join(base, "gids", name)),
@@ -70,7 +63,7 @@ def device_info(sysfs_ib, sysfs_net, dev, port=1):
         pci_dir = os.path.realpath(link)
         name = os.path.basename(pci_dir)
         pci = name if PCI_RE.match(name) else None
-    netdevs = _listdir(os.path.join(link, "net")) if pci_dir else []
+    netdevs = list_dir(os.path.join(link, "net")) if pci_dir else []
     try:
         gids = roce.scan_gids(sysfs_ib, dev, port)
     except FileNotFoundError:
@@ -101,7 +94,7 @@ def device_info(sysfs_ib, sysfs_net, dev, port=1):
 
 def scan(sysfs_ib, sysfs_net, port=1):
     """device_info of every RDMA device under ``sysfs_ib`` that has ``port``."""
-    return [device_info(sysfs_ib, sysfs_net, dev, port) for dev in _listdir(sysfs_ib)
+    return [device_info(sysfs_ib, sysfs_net, dev, port) for dev in list_dir(sysfs_ib)
             if os.path.isdir(os.path.join(sysfs_ib, dev, "ports", str(port)))]
 
 

@@ -10,6 +10,9 @@
   never a half-written file, and a failed write leaves the old content.
 * ``make_dir``: a directory created with a mode when it is missing.
 * ``file_mode``: a file's permission bits, or None when it is missing.
+* ``nearest``: a path or the nearest of its parents that passes a test
+  (exists, is a directory, is a mount point).
+* ``list_dir``: a directory's names, sorted, or [] when it cannot be listed.
 """
 
 from __future__ import annotations
@@ -69,6 +72,25 @@ def file_mode(path, mask=0o7777):
         return os.stat(path).st_mode & mask
     except OSError:
         return None
+
+
+def nearest(path, test):
+    """``path`` or, when ``test(path)`` fails, the nearest of its parents for
+    which it holds; the root (``/`` of an absolute path) when none does."""
+    while not test(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def list_dir(path):
+    """The names in directory ``path``, sorted; [] when it cannot be listed (missing, not a directory)."""
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
 
 
 def make_dir(path, mode=0o777, exact=False):

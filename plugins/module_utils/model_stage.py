@@ -8,7 +8,14 @@ from __future__ import annotations
 import fnmatch
 import os
 
-from ansible_collections.laguna.spark.plugins.module_utils import procs
+from ansible_collections.laguna.spark.plugins.module_utils import files, procs
+
+
+def checkpoint_options():
+    """The argument spec of the options that the doc fragment checkpoint
+    documents (path, shard_pattern), for a module's own argument spec (a new
+    dict each call)."""
+    return dict(path=dict(type="path", required=True), shard_pattern=dict(type="str", default="*.safetensors"))
 
 
 def scan(path, shard_pattern="*.safetensors", exclude=(".cache",), names=None):
@@ -328,9 +335,7 @@ def free_space(path):
     """Bytes an unprivileged writer may still use on the filesystem that holds
     ``path`` (or, while it does not exist yet, its nearest existing parent),
     and the directory measured."""
-    probe = os.path.abspath(path)
-    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
-        probe = os.path.dirname(probe)
+    probe = files.nearest(os.path.abspath(path), os.path.isdir)
     stat = os.statvfs(probe)
     return stat.f_bavail * stat.f_frsize, probe
 

@@ -5,11 +5,14 @@
 hostvars), and the check that they got that far.
 
 Pure functions on plain data: the controller plugins (action peers_reached,
-filter fabric_nodes) pass them the play's host lists and a way to read a
+filter fabric_nodes, and the filters that read every host's variables
+through ``host_vars``) pass them the play's host lists and a way to read a
 host's variables, and the unit tests call them directly.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 
 def _join(names):
@@ -22,6 +25,33 @@ def _has(facts_of, host, name):
         return name in facts_of(host)
     except KeyError:
         return False
+
+
+def host_vars(hosts, hostvars, error=ValueError, name="", what="the input"):
+    """The (host, variables) of each inventory host of ``hosts``, read from
+    ``hostvars``, the one way the filters read the hosts they are given.
+
+    ``hosts`` is checked at once; each host when its turn comes (a generator:
+    whatever the caller checks of one host comes before the next is read).
+    A problem raises ``error`` (the filters pass AnsibleFilterError) with a
+    message that starts with ``name`` (the filter's): ``hosts`` (``what``) is
+    not a list of host names, a host is not in the inventory, or its
+    variables are not a mapping."""
+    prefix = name + ": " if name else ""
+    if isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__"):
+        raise error("%s%s must be a list of inventory host names" % (prefix, what))
+
+    def each(hosts):
+        for host in hosts:
+            try:
+                found = hostvars[host]
+            except KeyError:
+                raise error("%s%s is not in the inventory" % (prefix, host))
+            if not isinstance(found, Mapping):
+                raise error("%sthe hostvars of %s are not a mapping" % (prefix, host))
+            yield host, found
+
+    return each(hosts)
 
 
 def unready(me, hosts, facts_of, play_hosts, play_hosts_all, role, facts=()):

@@ -19,6 +19,14 @@ import time
 from ansible.module_utils.urls import Request
 from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, prometheus
 
+
+def server_options():
+    """The argument spec of the options that the doc fragment vllm_server
+    documents (url, api_key), for a module's own argument spec (a new dict
+    each call)."""
+    return dict(url=dict(type="str", default="http://127.0.0.1:8000"), api_key=dict(type="str", no_log=True))
+
+
 # A block of ordinary Python the draft model can predict well; repeated with
 # a counter so the prompt is not one line over and over.
 _CODE_UNIT = '''

@@ -20,9 +20,9 @@ import json
 import socket
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_client, vllm_log
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 HEALTHY, HUNG, DOWN, UNHEALTHY = "healthy", "hung", "down", "unhealthy"
 
@@ -31,12 +31,7 @@ def server_module(default_timeout):
     """The AnsibleModule of a module that only sends a GET to vLLM's API: its
     options (url, api_key, timeout; doc fragment vllm_server), the timeout
     checked (at least 1 s)."""
-    module = AnsibleModule(
-        argument_spec=dict(url=dict(type="str", default="http://127.0.0.1:8000"),
-                           api_key=dict(type="str", no_log=True),
-                           timeout=dict(type="int", default=default_timeout)),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(vllm_client.server_options(), timeout=dict(type="int", default=default_timeout)))
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second, not %d" % module.params["timeout"])
     return module

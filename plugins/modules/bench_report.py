@@ -112,9 +112,9 @@ failures:
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import bench_report
 from ansible_collections.laguna.spark.plugins.module_utils.files import read_bytes, write_atomic
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def _matplotlib_version():
@@ -131,16 +131,12 @@ def _write(module, path, data):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            results=dict(type="dict"),
-            dest=dict(type="path", required=True),
-            plots=dict(type="bool", default=True),
-            preflight=dict(type="bool", default=False),
-        ),
-        required_if=[("preflight", False, ["results"])],
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        results=dict(type="dict"),
+        dest=dict(type="path", required=True),
+        plots=dict(type="bool", default=True),
+        preflight=dict(type="bool", default=False),
+    ), required_if=[("preflight", False, ["results"])])
     params = module.params
     dest = params["dest"]
     result = dict(changed=False, dest=dest, matplotlib=None)

@@ -171,9 +171,9 @@ planned_tensor_parallel_size:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import config_check as cc
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def read_unit(module, unit):
@@ -193,27 +193,24 @@ def read_unit(module, unit):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            specs=dict(type="list", elements="dict", default=[]),
-            values=dict(type="dict", default={}),
-            secrets=dict(type="dict", default={}, no_log=True),
-            defined=dict(type="list", elements="str", default=[]),
-            known=dict(type="list", elements="str", default=[]),
-            unknown_variables=dict(type="str", choices=["fail", "warn"], default="fail"),
-            head_group=dict(type="str", default="spark_head"),
-            head_hosts=dict(type="list", elements="str"),
-            cluster_hosts=dict(type="list", elements="str"),
-            roce_ips=dict(type="dict"),
-            nodes=dict(type="int"),
-            gpus_per_node=dict(type="raw"),
-            tensor_parallel_size=dict(type="raw"),
-            running_unit=dict(type="str"),
-            allow_shrink=dict(type="bool", default=False),
-            runtime_dir=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        specs=dict(type="list", elements="dict", default=[]),
+        values=dict(type="dict", default={}),
+        secrets=dict(type="dict", default={}, no_log=True),
+        defined=dict(type="list", elements="str", default=[]),
+        known=dict(type="list", elements="str", default=[]),
+        unknown_variables=dict(type="str", choices=["fail", "warn"], default="fail"),
+        head_group=dict(type="str", default="spark_head"),
+        head_hosts=dict(type="list", elements="str"),
+        cluster_hosts=dict(type="list", elements="str"),
+        roce_ips=dict(type="dict"),
+        nodes=dict(type="int"),
+        gpus_per_node=dict(type="raw"),
+        tensor_parallel_size=dict(type="raw"),
+        running_unit=dict(type="str"),
+        allow_shrink=dict(type="bool", default=False),
+        runtime_dir=dict(type="path"),
+    ))
     p = module.params
     specs, problems = cc.merge_specs(p["specs"])
     config, coerced, value_problems = cc.check_values(specs, p["values"])

@@ -188,10 +188,9 @@ import json
 import os
 import pwd
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.laguna.spark.plugins.module_utils import converged, files, gpu_procs, vllm_health
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit")
 
@@ -232,30 +231,26 @@ def write(module, path, record):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["check", "record"], default="check"),
-            path=dict(type="path"),
-            inputs=dict(type="dict", required=False),
-            fingerprint=dict(type="str"),
-            digests=dict(type="dict"),
-            units=dict(type="list", elements="str", default=[]),
-            trees=dict(type="list", elements="str", default=[]),
-            paths=dict(type="list", elements="str", default=[]),
-            reads=dict(type="list", elements="str", default=[]),
-            hcas=dict(type="list", elements="str", default=[]),
-            hca_port=dict(type="int", default=1),
-            sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
-            processes=dict(type="list", elements="str", default=[]),
-            nvidia_smi=dict(type="str"),
-            urls=dict(type="list", elements="str", default=[]),
-            url_timeout=dict(type="int", default=5),
-            api_key=dict(type="str", no_log=True),
-            tree_limit=dict(type="int", default=100000),
-        ),
-        required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])],
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        state=dict(type="str", choices=["check", "record"], default="check"),
+        path=dict(type="path"),
+        inputs=dict(type="dict", required=False),
+        fingerprint=dict(type="str"),
+        digests=dict(type="dict"),
+        units=dict(type="list", elements="str", default=[]),
+        trees=dict(type="list", elements="str", default=[]),
+        paths=dict(type="list", elements="str", default=[]),
+        reads=dict(type="list", elements="str", default=[]),
+        hcas=dict(type="list", elements="str", default=[]),
+        hca_port=dict(type="int", default=1),
+        sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
+        processes=dict(type="list", elements="str", default=[]),
+        nvidia_smi=dict(type="str"),
+        urls=dict(type="list", elements="str", default=[]),
+        url_timeout=dict(type="int", default=5),
+        api_key=dict(type="str", no_log=True),
+        tree_limit=dict(type="int", default=100000),
+    ), required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])])
     p = module.params
     path = p["path"] or default_path()
     fingerprint = p["fingerprint"] if p["state"] == "record" else converged.fingerprint(p["inputs"])

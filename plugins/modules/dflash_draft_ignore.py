@@ -108,20 +108,17 @@ recorded:
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_quant, files, hashcache
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            backup=dict(type="bool", default=True),
-            hash_cache=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        path=dict(type="path", required=True),
+        backup=dict(type="bool", default=True),
+        hash_cache=dict(type="path"),
+    ))
     path = os.path.join(module.params["path"], "config.json")
     if not os.path.isfile(path):
         module.fail_json(msg="%s does not exist: is the draft staged in %s?" % (path, module.params["path"]))

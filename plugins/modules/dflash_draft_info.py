@@ -80,7 +80,12 @@ EXAMPLES = r"""
   laguna.spark.dflash_draft_info:
     path: /home/spark/models/Laguna-S-2.1-DFlash-W4A16
     fail_on_problems: false
-  register: draft
+  register: draft_report
+
+- name: Say what is wrong and which draft to stage
+  ansible.builtin.debug:
+    msg: "{{ draft_report.problems + [draft_report.pairing_hint] }}"
+  when: not draft_report.ok
 """
 
 RETURN = r"""
@@ -290,21 +295,18 @@ tensor_count:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_config, dflash_draft, dflash_layout
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            target_path=dict(type="path"),
-            draft_repo=dict(type="str"),
-            draft_target_family=dict(type="str", choices=list(dflash_config.FAMILIES)),
-            fail_on_problems=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        path=dict(type="path", required=True),
+        target_path=dict(type="path"),
+        draft_repo=dict(type="str"),
+        draft_target_family=dict(type="str", choices=list(dflash_config.FAMILIES)),
+        fail_on_problems=dict(type="bool", default=True),
+    ))
     params = module.params
     exists = os.path.isfile(os.path.join(params["path"], "config.json"))
     try:

@@ -201,10 +201,10 @@ api_sources:
 import os
 import socket
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
 from ansible_collections.laguna.spark.plugins.module_utils import files, firewall
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 MODE = 0o644
 
@@ -299,31 +299,28 @@ def absent(module, nft):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            table=dict(type="str", default="laguna_spark"),
-            path=dict(type="path", default="/etc/laguna-spark/firewall.nft"),
-            nft=dict(type="str", default="nft"),
-            guarded_ports=dict(type="list", elements="str", default=[]),
-            monitoring=dict(type="bool", default=False),
-            monitoring_ports=dict(type="dict", default={}),
-            ray_port=dict(type="int"),
-            ray_ports=dict(type="dict", default={}),
-            cluster=dict(type="list", elements="dict", default=[], options=dict(
-                name=dict(type="str", required=True),
-                addresses=dict(type="list", elements="str", default=[]),
-                roce_ip=dict(type="str"),
-                roce_prefix=dict(type="int"),
-                twin_addresses=dict(type="list", elements="str", default=[]),
-            )),
-            roce_prefix=dict(type="int", default=24),
-            extra_sources=dict(type="list", elements="str", default=[]),
-            api_port=dict(type="int"),
-            api_sources=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        table=dict(type="str", default="laguna_spark"),
+        path=dict(type="path", default="/etc/laguna-spark/firewall.nft"),
+        nft=dict(type="str", default="nft"),
+        guarded_ports=dict(type="list", elements="str", default=[]),
+        monitoring=dict(type="bool", default=False),
+        monitoring_ports=dict(type="dict", default={}),
+        ray_port=dict(type="int"),
+        ray_ports=dict(type="dict", default={}),
+        cluster=dict(type="list", elements="dict", default=[], options=dict(
+            name=dict(type="str", required=True),
+            addresses=dict(type="list", elements="str", default=[]),
+            roce_ip=dict(type="str"),
+            roce_prefix=dict(type="int"),
+            twin_addresses=dict(type="list", elements="str", default=[]),
+        )),
+        roce_prefix=dict(type="int", default=24),
+        extra_sources=dict(type="list", elements="str", default=[]),
+        api_port=dict(type="int"),
+        api_sources=dict(type="list", elements="str", default=[]),
+    ))
     node = socket.gethostname()
     if not firewall.TABLE_RE.match(module.params["table"]):
         module.fail_json(msg="table %r: a letter, then letters, digits or _ (at most 64)" % module.params["table"])

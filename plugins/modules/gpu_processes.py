@@ -89,22 +89,18 @@ message:
 
 import socket
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            nvidia_smi=dict(type="str", default="nvidia-smi"),
-            allowed_units=dict(type="list", elements="str", required=True),
-            foreign=dict(type="str", choices=["fail", "warn"], default="fail"),
-            node=dict(type="str"),
-            timeout=dict(type="int", default=30),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        nvidia_smi=dict(type="str", default="nvidia-smi"),
+        allowed_units=dict(type="list", elements="str", required=True),
+        foreign=dict(type="str", choices=["fail", "warn"], default="fail"),
+        node=dict(type="str"),
+        timeout=dict(type="int", default=30),
+    ))
     p = module.params
     if not 1 <= p["timeout"] <= 300:
         module.fail_json(msg="timeout must be 1 to 300 seconds, not %d" % p["timeout"])

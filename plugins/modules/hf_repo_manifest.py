@@ -76,22 +76,19 @@ total_bytes:
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.laguna.spark.plugins.module_utils import model_stage
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            repo=dict(type="str", required=True),
-            revision=dict(type="str", default="main"),
-            endpoint=dict(type="str"),
-            token=dict(type="str", no_log=True),
-            timeout=dict(type="int", default=30),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        repo=dict(type="str", required=True),
+        revision=dict(type="str", default="main"),
+        endpoint=dict(type="str"),
+        token=dict(type="str", no_log=True),
+        timeout=dict(type="int", default=30),
+    ))
     p = module.params
     endpoint = p["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
     token = p["token"] or os.environ.get("HF_TOKEN")

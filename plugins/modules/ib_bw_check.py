@@ -128,28 +128,25 @@ problems:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import perftest
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            tool=dict(type="str", default="ib_write_bw", choices=["ib_write_bw", "all_gather_perf"]),
-            head=dict(type="dict", required=True),
-            workers=dict(type="list", elements="dict", required=True),
-            tool_path=dict(type="str", default="ib_write_bw"),
-            base_port=dict(type="int", default=18515),
-            duration=dict(type="int", default=5),
-            size=dict(type="int", default=1048576),
-            qps=dict(type="int", default=4),
-            nccl_env=dict(type="dict", default={}),
-            outputs=dict(type="list", elements="str"),
-            min_gbps_per_device=dict(type="float", default=90.0),
-            min_gbps_total=dict(type="float", default=0.0),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        tool=dict(type="str", default="ib_write_bw", choices=["ib_write_bw", "all_gather_perf"]),
+        head=dict(type="dict", required=True),
+        workers=dict(type="list", elements="dict", required=True),
+        tool_path=dict(type="str", default="ib_write_bw"),
+        base_port=dict(type="int", default=18515),
+        duration=dict(type="int", default=5),
+        size=dict(type="int", default=1048576),
+        qps=dict(type="int", default=4),
+        nccl_env=dict(type="dict", default={}),
+        outputs=dict(type="list", elements="str"),
+        min_gbps_per_device=dict(type="float", default=90.0),
+        min_gbps_total=dict(type="float", default=0.0),
+    ))
     p = module.params
     if not 1 <= p["duration"] <= 600 or not 1 <= p["qps"] <= 64 or not 1024 <= p["base_port"] <= 65000:
         module.fail_json(msg="duration 1-600 s, qps 1-64 and base_port 1024-65000 are the bounds")

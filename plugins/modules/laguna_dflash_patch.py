@@ -90,9 +90,9 @@ backup_file:
 import glob
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible_collections.laguna.spark.plugins.module_utils import dflash_patch, files
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 RELATIVE = os.path.join("vllm", "model_executor", "models", "laguna_dflash.py")
 
@@ -116,18 +116,13 @@ def locate(module):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path"),
-            venv=dict(type="path"),
-            backup=dict(type="bool", default=True),
-            class_name=dict(type="str", default="DFlashLagunaModel"),
-            method_name=dict(type="str", default="load_weights"),
-        ),
-        mutually_exclusive=[("path", "venv")],
-        required_one_of=[("path", "venv")],
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        path=dict(type="path"),
+        venv=dict(type="path"),
+        backup=dict(type="bool", default=True),
+        class_name=dict(type="str", default="DFlashLagunaModel"),
+        method_name=dict(type="str", default="load_weights"),
+    ), mutually_exclusive=[("path", "venv")], required_one_of=[("path", "venv")])
     path = locate(module)
     with open(path, "rb") as handle:
         before = to_text(handle.read(), errors="surrogate_or_strict")

@@ -67,7 +67,7 @@ complete:
   returned: always
   type: bool
 problems:
-  description: Why it is not complete.
+  description: Why it is not complete (missing or partial files, a shard count or sizes that differ from O(reference)).
   returned: always
   type: list
   elements: str
@@ -113,22 +113,18 @@ shadowing:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            shard_pattern=dict(type="str", default="*.safetensors"),
-            expected_shards=dict(type="int"),
-            exclude=dict(type="list", elements="str", default=[".cache"]),
-            reference=dict(type="dict"),
-            hash_cache=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        model_stage.checkpoint_options(),
+        expected_shards=dict(type="int"),
+        exclude=dict(type="list", elements="str", default=[".cache"]),
+        reference=dict(type="dict"),
+        hash_cache=dict(type="path"),
+    ))
     params = module.params
     names = hashcache.HashCache.load(params["hash_cache"]).list_of(params["path"]) if params["hash_cache"] else None
     scanned = model_stage.scan(params["path"], params["shard_pattern"], tuple(params["exclude"]), names)

@@ -86,7 +86,7 @@ author:
 """
 
 EXAMPLES = r"""
-- name: What the Hub publishes
+- name: What the Hub publishes for the checkpoint (files, sizes, sha256)
   laguna.spark.hf_repo_manifest:
     repo: poolside/Laguna-S-2.1-FP8
   register: hub
@@ -108,7 +108,7 @@ complete:
   returned: always
   type: bool
 problems:
-  description: Why it is not complete.
+  description: Why it is not complete (missing, failed or extra files, partial files left in C(.cache)).
   returned: always
   type: list
   elements: str
@@ -228,8 +228,8 @@ now:
 import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage, procs
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def summary(cache):
@@ -244,22 +244,18 @@ def summary(cache):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            expected=dict(type="dict", required=True),
-            shard_pattern=dict(type="str", default="*.safetensors"),
-            expected_shards=dict(type="int"),
-            hash_cache=dict(type="path"),
-            full=dict(type="bool", default=False),
-            repair=dict(type="bool", default=False),
-            extras=dict(type="str", choices=["report", "remove", "ignore", "warn"], default="report"),
-            clean_partials=dict(type="bool", default=False),
-            stop_downloads=dict(type="bool", default=False),
-            reserve_bytes=dict(type="int", default=0),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        model_stage.checkpoint_options(),
+        expected=dict(type="dict", required=True),
+        expected_shards=dict(type="int"),
+        hash_cache=dict(type="path"),
+        full=dict(type="bool", default=False),
+        repair=dict(type="bool", default=False),
+        extras=dict(type="str", choices=["report", "remove", "ignore", "warn"], default="report"),
+        clean_partials=dict(type="bool", default=False),
+        stop_downloads=dict(type="bool", default=False),
+        reserve_bytes=dict(type="int", default=0),
+    ))
     p = module.params
     stopped = []
     if p["stop_downloads"]:

@@ -83,10 +83,10 @@ ray_metrics_error:
   type: str
 """
 
-import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.laguna.spark.plugins.module_utils import files
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 # What Ray 2.60 imports to decide whether the agents are minimal (ray/_private/utils.py).
 RAY_DEPS_CHECK = "import ray.dashboard.optional_deps"
@@ -94,19 +94,7 @@ RAY_DEPS_CHECK = "import ray.dashboard.optional_deps"
 
 def mountpoint(path):
     """The mount point of the file system holding ``path`` or, when it does not exist, its nearest existing parent."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    path = os.path.realpath(path)
-    while not os.path.ismount(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return path
+    return files.nearest(os.path.realpath(files.nearest(os.path.abspath(path), os.path.exists)), os.path.ismount)
 
 
 def ray_agent_error(run_command, python):
@@ -119,24 +107,17 @@ def ray_agent_error(run_command, python):
 
 
 def recorded(state_dir):
-    try:
-        with open(os.path.join(state_dir, "installed.json")) as handle:
-            found = json.load(handle)
-    except (OSError, ValueError):
-        return []
+    found = files.read_json(os.path.join(state_dir, "installed.json"), default=[])
     return sorted(str(p) for p in found) if isinstance(found, list) else []
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            packages=dict(type="list", elements="str", default=[]),
-            path=dict(type="path", required=True),
-            python=dict(type="path", required=True),
-            state_dir=dict(type="path", default="/etc/laguna-spark/monitoring"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        packages=dict(type="list", elements="str", default=[]),
+        path=dict(type="path", required=True),
+        python=dict(type="path", required=True),
+        state_dir=dict(type="path", default="/etc/laguna-spark/monitoring"),
+    ))
     missing = []
     dpkg_query = module.get_bin_path("dpkg-query", required=True)
     for package in module.params["packages"]:

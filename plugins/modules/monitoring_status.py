@@ -99,23 +99,20 @@ message:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:9090"),
-            timeout=dict(type="int", default=10),
-            window=dict(type="str", default="5m"),
-            nodes=dict(type="list", elements="str", required=True),
-            head=dict(type="str", required=True),
-            fail_on_firing=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        url=dict(type="str", default="http://127.0.0.1:9090"),
+        timeout=dict(type="int", default=10),
+        window=dict(type="str", default="5m"),
+        nodes=dict(type="list", elements="str", required=True),
+        head=dict(type="str", required=True),
+        fail_on_firing=dict(type="bool", default=False),
+    ))
     url, timeout, window = module.params["url"].rstrip("/"), module.params["timeout"], module.params["window"]
     if not monitoring.is_duration(window):
         module.fail_json(msg="window %r is not a Prometheus duration such as 5m" % window)

@@ -76,18 +76,15 @@ msg:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import page_cache
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            paths=dict(type="list", elements="path", required=True),
-            state=dict(type="str", choices=["dropped", "present"], default="dropped"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        paths=dict(type="list", elements="path", required=True),
+        state=dict(type="str", choices=["dropped", "present"], default="dropped"),
+    ))
     paths = module.params["paths"]
     try:
         before = page_cache.survey(paths)

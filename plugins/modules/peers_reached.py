@@ -53,7 +53,7 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Every node got as far as the fabric discovery
+- name: Every node got as far as the fabric discovery (its fabric_facts), or network_gate stops here
   laguna.spark.peers_reached:
     hosts: "{{ laguna_cluster_hosts }}"
     facts: [fabric_facts]

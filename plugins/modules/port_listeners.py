@@ -48,7 +48,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 listeners:
-  description: Processes listening on the port.
+  description: Processes listening on TCP port O(port), IPv4 or IPv6.
   returned: always
   type: list
   elements: dict
@@ -60,16 +60,12 @@ foreign:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.laguna.spark.plugins.module_utils import procs
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(port=dict(type="int", required=True), allowed_unit=dict(type="str")),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(port=dict(type="int", required=True), allowed_unit=dict(type="str")))
     port, unit = module.params["port"], module.params["allowed_unit"]
     if not 0 < port < 65536:
         module.fail_json(msg="port must be 1-65535, not %d" % port)

@@ -107,22 +107,18 @@ token:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import files, ray_auth
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            state=dict(type="str", default="present", choices=["present", "read"]),
-            token=dict(type="str", no_log=True),
-            generation=dict(type="int"),
-            return_token=dict(type="bool", default=False),
-        ),
-        mutually_exclusive=[("token", "generation")],
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        path=dict(type="path", required=True),
+        state=dict(type="str", default="present", choices=["present", "read"]),
+        token=dict(type="str", no_log=True),
+        generation=dict(type="int"),
+        return_token=dict(type="bool", default=False),
+    ), mutually_exclusive=[("token", "generation")])
     params = module.params
     path = params["path"]
     if params["generation"] is not None and not 0 <= params["generation"] <= 1000000:

@@ -157,8 +157,8 @@ stdout:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import ray_status
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 WAIT_DELAY = 2
@@ -191,20 +191,17 @@ def done(result, rc, params):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            address=dict(type="str", required=True),
-            ray=dict(type="path", default="ray"),
-            timeout=dict(type="int", default=60),
-            fail_on_unreachable=dict(type="bool", default=False),
-            wait_free_gpus=dict(type="int", default=0),
-            wait_nodes=dict(type="int", default=0),
-            wait_gpus=dict(type="float", default=0),
-            wait_timeout=dict(type="int", default=30),
-            wait_delay=dict(type="float", default=WAIT_DELAY),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        address=dict(type="str", required=True),
+        ray=dict(type="path", default="ray"),
+        timeout=dict(type="int", default=60),
+        fail_on_unreachable=dict(type="bool", default=False),
+        wait_free_gpus=dict(type="int", default=0),
+        wait_nodes=dict(type="int", default=0),
+        wait_gpus=dict(type="float", default=0),
+        wait_timeout=dict(type="int", default=30),
+        wait_delay=dict(type="float", default=WAIT_DELAY),
+    ))
     ray_bin = module.params["ray"]
     if "/" not in ray_bin:
         ray_bin = module.get_bin_path(ray_bin, required=True)

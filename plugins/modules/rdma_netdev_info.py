@@ -156,27 +156,24 @@ note:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import fabric
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
-            sysfs_net=dict(type="path", default="/sys/class/net"),
-            port=dict(type="int", default=1),
-            hca_hint=dict(type="str"),
-            address=dict(type="str", required=True),
-            prefix=dict(type="int", default=24),
-            twin_addresses=dict(type="list", elements="str", default=[]),
-            mtu=dict(type="int", default=9000),
-            renderer=dict(type="str"),
-            gid_policy=dict(type="str", default="auto", choices=["auto", "nccl", "pinned", "range"]),
-            check_gids=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
+        sysfs_net=dict(type="path", default="/sys/class/net"),
+        port=dict(type="int", default=1),
+        hca_hint=dict(type="str"),
+        address=dict(type="str", required=True),
+        prefix=dict(type="int", default=24),
+        twin_addresses=dict(type="list", elements="str", default=[]),
+        mtu=dict(type="int", default=9000),
+        renderer=dict(type="str"),
+        gid_policy=dict(type="str", default="auto", choices=["auto", "nccl", "pinned", "range"]),
+        check_gids=dict(type="bool", default=True),
+    ))
     p = module.params
     if not 8 <= p["prefix"] <= 30:
         module.fail_json(msg="prefix must be between 8 and 30, not %d" % p["prefix"])

@@ -84,29 +84,24 @@ start_env_script:
   returned: success
   type: str
 gids:
-  description: Every populated GID seen on the port.
+  description: Every populated GID of O(hca) port O(port), with its index, type, netdev and IPv4 address.
   returned: always
   type: list
   elements: dict
 """
 
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.laguna.spark.plugins.module_utils import roce
+from ansible_collections.laguna.spark.plugins.module_utils import files, roce
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            hca=dict(type="str", required=True),
-            port=dict(type="int", default=1),
-            address=dict(type="str", required=True),
-            gid_type=dict(type="str", default=roce.ROCE_V2),
-            sysfs_root=dict(type="path", default="/sys/class/infiniband"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        hca=dict(type="str", required=True),
+        port=dict(type="int", default=1),
+        address=dict(type="str", required=True),
+        gid_type=dict(type="str", default=roce.ROCE_V2),
+        sysfs_root=dict(type="path", default="/sys/class/infiniband"),
+    ))
     params = module.params
     try:
         entries = roce.scan_gids(params["sysfs_root"], params["hca"], params["port"])
@@ -114,7 +109,7 @@ def main():
         module.fail_json(
             msg="No GID table at %s: is HCA %r / port %d right? Devices present: %s"
             % (exc, params["hca"], params["port"],
-               ", ".join(sorted(_listdir(params["sysfs_root"]))) or "none"),
+               ", ".join(files.list_dir(params["sysfs_root"])) or "none"),
             gids=[],
         )
     try:
@@ -132,13 +127,6 @@ def main():
                      ndev=match["ndev"], gids=entries,
                      start_env_script=roce.start_env_script(params["sysfs_root"], params["hca"], params["port"],
                                                             params["address"], params["gid_type"]))
-
-
-def _listdir(path):
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
 
 
 if __name__ == "__main__":

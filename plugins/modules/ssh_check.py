@@ -86,7 +86,7 @@ author:
 """
 
 EXAMPLES = r"""
-- name: The head reaches every worker over the RoCE link
+- name: The head reaches spark-2 over the RoCE link as spark
   laguna.spark.ssh_check:
     targets:
       - name: spark-2
@@ -153,8 +153,8 @@ failed_targets:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import connection_diag as cd
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def probe(module, target):
@@ -176,26 +176,21 @@ def probe(module, target):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            targets=dict(type="list", elements="dict", options=dict(
-                name=dict(type="str", required=True),
-                address=dict(type="str", required=True))),
-            user=dict(type="str", required=True),
-            options=dict(type="list", elements="str", default=[]),
-            timeout=dict(type="int", default=10),
-            ssh=dict(type="str", default="ssh"),
-            failure_message=dict(type="str"),
-            kind=dict(type="str", choices=["connection", "become"], default="connection"),
-            source=dict(type="str", default="this node"),
-            address=dict(type="str"),
-            target=dict(type="str"),
-            fail=dict(type="bool", default=True),
-        ),
-        mutually_exclusive=[("targets", "failure_message")],
-        required_one_of=[("targets", "failure_message")],
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        targets=dict(type="list", elements="dict", options=dict(
+            name=dict(type="str", required=True),
+            address=dict(type="str", required=True))),
+        user=dict(type="str", required=True),
+        options=dict(type="list", elements="str", default=[]),
+        timeout=dict(type="int", default=10),
+        ssh=dict(type="str", default="ssh"),
+        failure_message=dict(type="str"),
+        kind=dict(type="str", choices=["connection", "become"], default="connection"),
+        source=dict(type="str", default="this node"),
+        address=dict(type="str"),
+        target=dict(type="str"),
+        fail=dict(type="bool", default=True),
+    ), mutually_exclusive=[("targets", "failure_message")], required_one_of=[("targets", "failure_message")])
     p = module.params
     if p["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second, not %d" % p["timeout"])

@@ -124,8 +124,8 @@ diff:
 import os
 import pwd
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import known_hosts
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def owner_name(path):
@@ -139,18 +139,15 @@ def owner_name(path):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", required=True),
-            pairs=dict(type="list", elements="dict", required=True, options=dict(
-                name=dict(type="str", required=True),
-                key=dict(type="str", required=True, no_log=False),
-                host=dict(type="str"),
-            )),
-            accept_changed=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        path=dict(type="path", required=True),
+        pairs=dict(type="list", elements="dict", required=True, options=dict(
+            name=dict(type="str", required=True),
+            key=dict(type="str", required=True, no_log=False),
+            host=dict(type="str"),
+        )),
+        accept_changed=dict(type="bool", default=False),
+    ))
     path = module.params["path"]
     try:
         before = known_hosts.read(path)

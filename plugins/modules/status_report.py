@@ -160,9 +160,9 @@ report:
   sample: {"ok": false, "problems": ["laguna-vllm is failed", "http://127.0.0.1:8000/v1/models does not answer"]}
 """
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.laguna.spark.plugins.module_utils import status_reports
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def build(params):
@@ -180,30 +180,27 @@ def build(params):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            kind=dict(type="str", required=True, choices=["staging", "ray_cluster", "vllm_serve"]),
-            scans=dict(type="list", elements="dict", default=[]),
-            head_scans=dict(type="list", elements="dict", default=[]),
-            is_head=dict(type="bool", default=True),
-            head_host=dict(type="str", default=""),
-            nodes=dict(type="list", elements="dict", default=[]),
-            ray_status=dict(type="dict", default={}),
-            expected_nodes=dict(type="int", default=1),
-            expected_gpus=dict(type="float", default=1),
-            address=dict(type="str", default=""),
-            gid_index=dict(type="raw"),
-            unit=dict(type="str", default=""),
-            unit_state=dict(type="str", default=""),
-            served_model_name=dict(type="str", default=""),
-            models=dict(type="dict", default={}),
-            speculative=dict(type="bool", default=False),
-            spec=dict(type="dict", default={}),
-            unit_loaded=dict(type="bool", default=True),
-            persistent=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        kind=dict(type="str", required=True, choices=["staging", "ray_cluster", "vllm_serve"]),
+        scans=dict(type="list", elements="dict", default=[]),
+        head_scans=dict(type="list", elements="dict", default=[]),
+        is_head=dict(type="bool", default=True),
+        head_host=dict(type="str", default=""),
+        nodes=dict(type="list", elements="dict", default=[]),
+        ray_status=dict(type="dict", default={}),
+        expected_nodes=dict(type="int", default=1),
+        expected_gpus=dict(type="float", default=1),
+        address=dict(type="str", default=""),
+        gid_index=dict(type="raw"),
+        unit=dict(type="str", default=""),
+        unit_state=dict(type="str", default=""),
+        served_model_name=dict(type="str", default=""),
+        models=dict(type="dict", default={}),
+        speculative=dict(type="bool", default=False),
+        spec=dict(type="dict", default={}),
+        unit_loaded=dict(type="bool", default=True),
+        persistent=dict(type="bool", default=False),
+    ))
     module.exit_json(changed=False, report=build(module.params))
 
 

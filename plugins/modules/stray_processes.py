@@ -82,26 +82,23 @@ managed:
   description: How many matching processes the unit owns.
   returned: always
   type: int
+  sample: 1
 """
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.laguna.spark.plugins.module_utils import procs
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            pattern=dict(type="str", required=True),
-            unit=dict(type="str"),
-            state=dict(type="str", choices=["absent", "present"], default="absent"),
-            timeout=dict(type="int", default=30),
-            fail_msg=dict(type="str", default="processes outside the managed unit"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        pattern=dict(type="str", required=True),
+        unit=dict(type="str"),
+        state=dict(type="str", choices=["absent", "present"], default="absent"),
+        timeout=dict(type="int", default=30),
+        fail_msg=dict(type="str", default="processes outside the managed unit"),
+    ))
     p = module.params
     found = procs.matching(p["pattern"], exclude=(os.getpid(), os.getppid()))
     strays = procs.strays(found, p["unit"])

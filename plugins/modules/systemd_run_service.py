@@ -193,7 +193,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 unit:
-  description: Full unit name.
+  description: Full unit name, O(name) with C(.service).
   returned: always
   type: str
   sample: laguna-ray-head.service
@@ -240,39 +240,35 @@ persistent:
   type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 BOUNDS = {"settle": (0, 600), "restart_sec": (1, 3600), "start_limit_interval": (1, 86400),
           "start_limit_burst": (1, 1000)}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            state=dict(type="str", default="started", choices=["started", "stopped", "restarted"]),
-            command=dict(type="list", elements="str"),
-            environment=dict(type="dict", default={}),
-            properties=dict(type="dict", default={}),
-            description=dict(type="str", default="laguna-spark service"),
-            working_directory=dict(type="path"),
-            settle=dict(type="int", default=3),
-            runtime_dir=dict(type="path"),
-            persistent=dict(type="bool", default=False),
-            after=dict(type="list", elements="str", default=[]),
-            restart_sec=dict(type="int", default=10),
-            restart=dict(type="str", default="always", choices=list(sr.RESTART_POLICIES)),
-            start_limit_interval=dict(type="int", default=600),
-            start_limit_burst=dict(type="int", default=20),
-            start_env_script=dict(type="str"),
-            start_env_keys=dict(type="list", elements="str", default=[], no_log=False),
-            unit_dir=dict(type="path"),
-            secret_environment=dict(type="dict", default={}, no_log=True),
-        ),
-        required_if=[("state", "started", ["command"]), ("state", "restarted", ["command"])],
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        name=dict(type="str", required=True),
+        state=dict(type="str", default="started", choices=["started", "stopped", "restarted"]),
+        command=dict(type="list", elements="str"),
+        environment=dict(type="dict", default={}),
+        properties=dict(type="dict", default={}),
+        description=dict(type="str", default="laguna-spark service"),
+        working_directory=dict(type="path"),
+        settle=dict(type="int", default=3),
+        runtime_dir=dict(type="path"),
+        persistent=dict(type="bool", default=False),
+        after=dict(type="list", elements="str", default=[]),
+        restart_sec=dict(type="int", default=10),
+        restart=dict(type="str", default="always", choices=list(sr.RESTART_POLICIES)),
+        start_limit_interval=dict(type="int", default=600),
+        start_limit_burst=dict(type="int", default=20),
+        start_env_script=dict(type="str"),
+        start_env_keys=dict(type="list", elements="str", default=[], no_log=False),
+        unit_dir=dict(type="path"),
+        secret_environment=dict(type="dict", default={}, no_log=True),
+    ), required_if=[("state", "started", ["command"]), ("state", "restarted", ["command"])])
     params = module.params
     for key, (low, high) in BOUNDS.items():
         if not low <= params[key] <= high:

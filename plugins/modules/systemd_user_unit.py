@@ -264,9 +264,9 @@ problems:
       the inventory wants "7": rerun --tags ray_cluster,vllm_serve.
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import procs
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_user as su
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def compare(unit, props, params):
@@ -286,21 +286,18 @@ def compare(unit, props, params):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            name=dict(type="str", required=True),
-            state=dict(type="str", choices=["started", "stopped", "restarted"]),
-            properties=dict(type="list", elements="str", default=[]),
-            runtime_dir=dict(type="path"),
-            expect_command=dict(type="list", elements="str"),
-            expect_environment=dict(type="dict"),
-            expect_properties=dict(type="dict"),
-            host=dict(type="str"),
-            fix_hint=dict(type="str"),
-            process_environment_keys=dict(type="list", elements="str", default=[], no_log=False),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        name=dict(type="str", required=True),
+        state=dict(type="str", choices=["started", "stopped", "restarted"]),
+        properties=dict(type="list", elements="str", default=[]),
+        runtime_dir=dict(type="path"),
+        expect_command=dict(type="list", elements="str"),
+        expect_environment=dict(type="dict"),
+        expect_properties=dict(type="dict"),
+        host=dict(type="str"),
+        fix_hint=dict(type="str"),
+        process_environment_keys=dict(type="list", elements="str", default=[], no_log=False),
+    ))
     params = module.params
     unit = su.unit_name(params["name"])
     expecting = any(params[key] is not None

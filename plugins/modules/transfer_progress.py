@@ -24,7 +24,7 @@ attributes:
   platform:
     support: full
     platforms: posix
-    description: Any POSIX system the async job runs on.
+    description: The POSIX host the async job runs on, whose files it reads.
 extends_documentation_fragment: [laguna.spark.attributes.no_diff]
 options:
   results_file:
@@ -107,7 +107,7 @@ import json
 import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def job_finished(results_file):
@@ -148,20 +148,17 @@ def bytes_done(params):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            results_file=dict(type="path", required=True),
-            wait=dict(type="int", default=30),
-            total=dict(type="int", required=True),
-            base=dict(type="int", default=0),
-            started=dict(type="float", required=True),
-            progress_file=dict(type="path"),
-            path=dict(type="path"),
-            expected=dict(type="list", elements="str", default=[]),
-            label=dict(type="str", default="transfer"),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        results_file=dict(type="path", required=True),
+        wait=dict(type="int", default=30),
+        total=dict(type="int", required=True),
+        base=dict(type="int", default=0),
+        started=dict(type="float", required=True),
+        progress_file=dict(type="path"),
+        path=dict(type="path"),
+        expected=dict(type="list", elements="str", default=[]),
+        label=dict(type="str", default="transfer"),
+    ))
     p = module.params
     deadline = time.monotonic() + max(0, min(p["wait"], 600))
     finished = job_finished(p["results_file"])

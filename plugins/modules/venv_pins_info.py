@@ -79,26 +79,25 @@ install_argv:
   returned: always
   type: list
   elements: str
+  sample: [/home/spark/venvs/vllm-025/bin/python, -m, pip, install, --disable-pip-version-check, --no-input,
+           --extra-index-url, "https://download.pytorch.org/whl/cu130", vllm==0.25.1, torch==2.11.0+cu130, ninja]
 """
 
 import json
 import os
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import venv_pins
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            venv=dict(type="path", required=True),
-            pins=dict(type="list", elements="str", required=True),
-            index_url=dict(type="str"),
-            extra_index_urls=dict(type="list", elements="str", default=[]),
-            pip_args=dict(type="list", elements="str", default=[]),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        venv=dict(type="path", required=True),
+        pins=dict(type="list", elements="str", required=True),
+        index_url=dict(type="str"),
+        extra_index_urls=dict(type="list", elements="str", default=[]),
+        pip_args=dict(type="list", elements="str", default=[]),
+    ))
     p = module.params
     python = os.path.join(p["venv"], "bin", "python")
     try:

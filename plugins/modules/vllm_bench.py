@@ -32,16 +32,10 @@ description:
   - Prompts of an exact token count are built with the server's own
     tokenizer through C(/tokenize) and C(/detokenize).
   - Sends requests but changes nothing; reports C(changed=false). Skipped in check mode.
-  - A server that answers 401 (it serves with an API key that O(api_key) does
+  - O(api_key) goes with every request, the guarded /v1 paths' and the others'.
+    A server that answers 401 (it serves with an API key that O(api_key) does
     not match) fails the module with a message that names the fix.
 options:
-  api_key:
-    description:
-      - The server's API key (vLLM's C(--api-key) or C(VLLM_API_KEY); the
-        collection's C(vllm_serve_api_key)), sent as a Bearer token to the
-        guarded /v1 paths (and with every other request); never logged.
-      - Unset or empty, no C(Authorization) header is sent.
-    type: str
   model:
     description: Served model name; the first of C(/v1/models) when unset.
     type: str
@@ -136,7 +130,7 @@ prompt_tokens:
   returned: success and not skipped
   type: float
 target_prompt_tokens:
-  description: The requested prompt length.
+  description: The requested prompt length, O(prompt_tokens).
   returned: when measure is decode or ttft
   type: int
 prompt_exact:
@@ -161,7 +155,7 @@ ttft_s:
   returned: when measure is decode or ttft
   type: float
 ttft_s_stats:
-  description: Median and spread of the time to first token.
+  description: The figures of RV(decode_tok_s_stats), of the time to first token.
   returned: when measure is decode or ttft
   type: dict
 spec:
@@ -210,8 +204,8 @@ msg:
 
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def _prompt(params, url, model, salt):
@@ -293,22 +287,18 @@ def greedy(params, url, model):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
-            api_key=dict(type="str", no_log=True),
-            model=dict(type="str"),
-            measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
-            prompt_tokens=dict(type="int", default=2048, no_log=False),
-            exact_prompt=dict(type="bool", default=True),
-            max_tokens=dict(type="int", default=512, no_log=False),
-            runs=dict(type="int", default=3),
-            warmup=dict(type="int", default=1),
-            prompts=dict(type="list", elements="str", default=[]),
-            timeout=dict(type="int", default=900),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        vllm_client.server_options(),
+        model=dict(type="str"),
+        measure=dict(type="str", default="decode", choices=["decode", "ttft", "greedy"]),
+        prompt_tokens=dict(type="int", default=2048, no_log=False),
+        exact_prompt=dict(type="bool", default=True),
+        max_tokens=dict(type="int", default=512, no_log=False),
+        runs=dict(type="int", default=3),
+        warmup=dict(type="int", default=1),
+        prompts=dict(type="list", elements="str", default=[]),
+        timeout=dict(type="int", default=900),
+    ))
     params = module.params
     for key, low in (("prompt_tokens", 1), ("max_tokens", 1), ("runs", 1), ("warmup", 0), ("timeout", 1)):
         if params[key] < low:

@@ -17,16 +17,10 @@ description:
     engine is up). C(hung) is a connection that nothing answers within
     O(timeout) (a stopped or wedged process still holds its socket), the only
     state in which a restart helps. Anything else is C(unhealthy).
+  - vLLM does not guard C(/health) with O(api_key) itself; the key matters to
+    a proxy in front that does. A 401 is C(unhealthy), and its RV(detail) names the fix.
   - Read-only.
 options:
-  api_key:
-    description:
-      - The server's API key (the collection's C(vllm_serve_api_key)), sent as
-        a Bearer token, as vLLM wants it on its guarded /v1 paths; never logged.
-      - vLLM does not guard C(/health) itself; the key matters to a proxy in
-        front that does. A 401 is C(unhealthy), and its RV(detail) names the fix.
-      - Unset or empty, no C(Authorization) header is sent.
-    type: str
   timeout:
     description: Seconds to wait for the answer.
     type: int

@@ -17,15 +17,10 @@ description:
     out, any other status) is an outcome, RV(up=false), not a failure, so a
     task can wait for it with C(until) and the next task can explain why it
     never came up. The module fails only on bad options.
+  - C(/v1/models) is guarded by O(api_key); a 401 is RV(up=false), and its
+    RV(detail) names the setting to fix.
   - Read-only.
 options:
-  api_key:
-    description:
-      - The server's API key (the collection's C(vllm_serve_api_key)), sent as
-        a Bearer token, as vLLM wants it on C(/v1/models); never logged.
-      - A 401 is RV(up=false), and its RV(detail) names the setting to fix.
-      - Unset or empty, no C(Authorization) header is sent.
-    type: str
   timeout:
     description: Seconds to wait for the answer.
     type: int

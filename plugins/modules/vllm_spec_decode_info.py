@@ -17,16 +17,10 @@ description:
     C(vllm:spec_decode_num_accepted_tokens_per_pos_total) per C(position) label.
   - With O(fail_on_zero_acceptance), fails when drafts were proposed but none
     was accepted, the sign of a draft that does not match the target.
+  - vLLM does not guard C(/metrics) with O(api_key) itself; the key matters to
+    a proxy in front that does, whose 401 fails the module naming the fix.
   - Read-only; supports check mode.
 options:
-  api_key:
-    description:
-      - The server's API key (the collection's C(vllm_serve_api_key)), sent as
-        a Bearer token, as vLLM wants it on its guarded /v1 paths; never logged.
-      - vLLM does not guard C(/metrics) itself; the key matters to a proxy in
-        front that does, whose 401 fails the module naming the fix.
-      - Unset or empty, no C(Authorization) header is sent.
-    type: str
   timeout:
     description: HTTP timeout in seconds.
     type: int
@@ -62,10 +56,12 @@ draft_tokens:
   description: Draft tokens proposed since start.
   returned: always
   type: int
+  sample: 6000
 accepted_tokens:
   description: Draft tokens accepted since start.
   returned: always
   type: int
+  sample: 4500
 drafts:
   description: Draft rounds since start.
   returned: always
@@ -93,20 +89,16 @@ acceptance_per_position:
   elements: float
 """
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.laguna.spark.plugins.module_utils import prometheus, vllm_client
+from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
-            api_key=dict(type="str", no_log=True),
-            timeout=dict(type="int", default=30),
-            fail_on_zero_acceptance=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+    module = new_module(dict(
+        vllm_client.server_options(),
+        timeout=dict(type="int", default=30),
+        fail_on_zero_acceptance=dict(type="bool", default=False),
+    ))
     url = module.params["url"]
     try:
         totals = vllm_client.metric_sums(url, module.params["timeout"], api_key=module.params["api_key"])

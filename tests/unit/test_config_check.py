@@ -323,3 +323,16 @@ def test_the_filter_reads_the_collections_own_files_as_the_role_did():
     assert len(found["known"]) == len(set(found["known"]))
     assert not_a_dict.startswith("Ansible") and "config_sources: the input must map" in not_a_dict
     assert broken.startswith("Ansible") and "config_sources:" in broken
+
+
+def test_the_bound_constructors_state_one_kind_of_bound_each():
+    assert vars(cc.fmt("abspath")) == vars(cc.Bound(fmt="abspath"))
+    assert vars(cc.items("word")) == vars(cc.Bound(elements="word"))
+    assert vars(cc.keys("envname")) == vars(cc.Bound(keys="envname"))
+    assert vars(cc.between(1, 8)) == vars(cc.Bound(min=1, max=8))
+    assert vars(cc.at_least(1)) == vars(cc.Bound(min=1))
+    loose = cc.fmt("word")
+    strict = cc.never_null(loose)
+    assert vars(strict) == vars(cc.Bound(fmt="word", nullable=False)) and loose.nullable  # a copy
+    assert strict.document() == "a non-empty word without spaces; never null"
+    assert cc.between(0.05, 1.0).document() == "between 0.05 and 1.0"

@@ -55,6 +55,23 @@ def test_file_mode_is_masked(tmp_path):
     assert files.file_mode(str(path)) == 0o4751 and files.file_mode(str(path), 0o777) == 0o751
 
 
+def test_nearest_is_the_path_or_the_closest_parent_that_passes_the_test(tmp_path):
+    deep = str(tmp_path / "not" / "yet" / "there")
+    assert files.nearest(deep, os.path.exists) == str(tmp_path)
+    assert files.nearest(str(tmp_path), os.path.isdir) == str(tmp_path)
+    mount = files.nearest(deep, os.path.ismount)
+    assert os.path.ismount(mount) and (str(tmp_path) + "/").startswith(mount.rstrip("/") + "/")
+    assert files.nearest(deep, lambda path: False) == "/"  # the root when nothing passes
+    assert files.nearest("/", os.path.ismount) == "/"
+
+
+def test_list_dir_is_sorted_and_empty_for_what_cannot_be_listed(tmp_path):
+    for name in ("b", "a", "c"):
+        (tmp_path / name).write_text("")
+    assert files.list_dir(str(tmp_path)) == ["a", "b", "c"]
+    assert files.list_dir(str(tmp_path / "missing")) == [] and files.list_dir(str(tmp_path / "a")) == []
+
+
 def test_make_dir_creates_missing_parents_and_leaves_an_existing_directory(tmp_path):
     target = tmp_path / "a" / "b"
     old = os.umask(0o077)
