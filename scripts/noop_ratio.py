@@ -39,6 +39,18 @@ PING = """---
 """
 
 
+def log_play_time(playbook, args, seconds, rc):
+    """With LAGUNA_PLAY_TIMES set (the fault suite's side effect sets it), append one JSON line per run
+    to that file: the pytest test running it (PYTEST_CURRENT_TEST), the playbook, its arguments,
+    seconds and rc, so that the suite's time can be read per play."""
+    path = os.environ.get("LAGUNA_PLAY_TIMES")
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "playbook": playbook,
+                                     "args": list(args), "seconds": round(seconds, 1), "rc": rc}) + "\n")
+
+
 def play(inventory, playbook, *args, timeout=1800):
     """(rc, {host: changed}, output, seconds) of one ansible-playbook run."""
     start = time.monotonic()
@@ -48,6 +60,7 @@ def play(inventory, playbook, *args, timeout=1800):
     seconds = time.monotonic() - start
     out = proc.stdout + proc.stderr
     changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(out)}
+    log_play_time(playbook, args, seconds, proc.returncode)
     return proc.returncode, changed, out, seconds
 
 
