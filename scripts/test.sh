@@ -78,6 +78,10 @@ molecule_end() {
   molecule_pid=""
   cat "$MOLECULE_LOG"
   record molecule "$molecule_start" "$(date +%s)"
+  # What monitoring's own tasks and tests took in this run (issue 22's limit: 240 s).
+  echo "== monitoring's share of molecule (.cache/measurements/monitoring-test-time.json)"
+  "$ROOT/.venv/bin/python3" scripts/monitoring_test_cost.py \
+    --out "$ROOT/.cache/measurements/monitoring-test-time.json" || true
   rc=$(cat "$MOLECULE_LOG.rc" 2>/dev/null || echo 1)
   if [ "$rc" != 0 ]; then
     failed=molecule

@@ -155,7 +155,10 @@ def test_status_prints_the_cluster_from_prometheus():
 
 
 def test_every_dashboard_panel_has_data(load):
+    # What scripts/dashboard_check.py reads from the checkout: checkout.py finds the checkout's root and
+    # loads monitoring.py from plugins/module_utils (no collection installed on the head).
     files = {"scripts/dashboard_check.py": "scripts/dashboard_check.py",
+             "scripts/checkout.py": "scripts/checkout.py",
              "plugins/module_utils/monitoring.py": "plugins/module_utils/monitoring.py",
              "roles/monitoring/files/laguna-spark-dashboard.json": "roles/monitoring/files/laguna-spark-dashboard.json"}
     for src, dest in files.items():
