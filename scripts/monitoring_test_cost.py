@@ -87,7 +87,9 @@ def task_seconds(lines, teardown_names=frozenset()):
             events.append((now, step, None))
     totals = {}
     for (start, where, name), (end, _next_step, _next) in zip(events, events[1:]):
-        if name and (name.startswith("laguna.spark.monitoring : ") or name in teardown_names):
+        # The log wraps a long task name: its first line is a prefix of the name.
+        if name and (name.startswith("laguna.spark.monitoring : ")
+                     or any(full.startswith(name.rstrip()) for full in teardown_names)):
             totals[where] = totals.get(where, 0) + (end - start)
     return totals
 
