@@ -116,14 +116,13 @@ def test_benchmark_reader_reads_them(lines):
     assert result["lines"] == picked
 
 
-def test_benchmark_playbook_journal_filter_keeps_them(lines):
+def test_benchmark_playbook_journal_filter_keeps_them():
     """benchmark.yml keeps the journal's lines through filter benchmark_log_lines, which selects
-    with vllm_log.ANY (tests/unit/test_vllm_log.py): it keeps each line as real vLLM's journal has it."""
+    with vllm_log.ANY (tests/unit/test_vllm_log.py); that ANY keeps each line as real vLLM's
+    journal has it is test_vllm_log_module_reads_them[journald] above."""
     text = open(os.path.join(ROOT, "playbooks", "benchmark.yml")).read()
     assert "benchmark_journal.stdout_lines | default([]) | laguna.spark.benchmark_log_lines" in text, (
         "benchmark.yml no longer keeps the journal's lines with filter benchmark_log_lines")
-    for key in MESSAGES:
-        assert re.search(vllm_log.ANY, lines[key][1]), (vllm_log.ANY, lines[key][1])
     yaml.safe_load(text)  # still valid YAML
 
 
