@@ -14,9 +14,6 @@ description:
   - Runs C(ray status --address ADDRESS) with the given C(ray) executable and
     parses the active and pending nodes, recent failures, pending resource
     demands (such as placement groups vLLM is waiting for) and resource usage.
-  - When a TCP connection to O(address) is refused (nothing listens there),
-    C(ray status) is not run (it would only retry until its timeout, then fail).
-    A connection that times out or fails otherwise is no such evidence.
   - A cluster that cannot be reached is not an error unless O(fail_on_unreachable)
     is set; RV(reachable) says so, which lets a role poll with C(until).
   - Read-only; supports check mode.
@@ -158,7 +155,6 @@ stdout:
   type: str
 """
 
-import socket
 import time
 
 from ansible_collections.laguna.spark.plugins.module_utils import ray_status
@@ -183,21 +179,6 @@ def read(rc, out):
         stdout=out,
         **parsed
     )
-
-
-def refused(address, timeout=2.0):
-    """Whether nothing listens at the GCS address: a TCP connection to it is
-    refused. `ray status` would then only retry until its timeout and fail
-    (20 to 60 s on a node whose head raylet is gone); a timeout or any other
-    error is not evidence, and `ray status` runs as usual."""
-    host, _sep, port = address.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except ConnectionRefusedError:
-        return True
-    except (OSError, ValueError):
-        return False
-    return False
 
 
 def done(result, rc, params):
@@ -232,11 +213,8 @@ def main():
         # Never past the deadline: a `ray status` against a head that is gone
         # takes its whole timeout.
         left = int(deadline - time.monotonic()) if waiting else p["timeout"]
-        if refused(p["address"]):
-            rc, out, err = 1, "", "nothing listens at %s (connection refused)" % p["address"]
-        else:
-            argv = ["timeout", str(max(5, min(p["timeout"], left))), ray_bin, "status", "--address", p["address"]]
-            rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
+        argv = ["timeout", str(max(5, min(p["timeout"], left))), ray_bin, "status", "--address", p["address"]]
+        rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
         result = read(rc, out)
         if done(result, rc, p) or time.monotonic() + p["wait_delay"] > deadline:
             break

@@ -1,19 +1,10 @@
 import os
-import socket
 import stat
-
-import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import ray_status as parser
 from ansible_collections.laguna.spark.plugins.modules import ray_status
 
 from helpers import FIXTURES
-
-
-@pytest.fixture(autouse=True)
-def gcs_listens(monkeypatch):
-    """The tests' address (the molecule head's) is never connected to: it listens, as far as they know."""
-    monkeypatch.setattr(ray_status, "refused", lambda address, timeout=2.0: False)
 
 
 def fixture(name):
@@ -152,30 +143,3 @@ def test_a_node_wait_on_a_head_that_hangs_is_bounded_by_wait_timeout(tmp_path, r
                                      "timeout": 60, "wait_timeout": 6, "wait_delay": 1})
     assert not result.failed and not result["reachable"]
     assert result["waited"] < 12
-
-
-def test_an_address_that_refuses_is_unreachable_without_running_ray(tmp_path, run_module, monkeypatch):
-    monkeypatch.undo()
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()  # bound once, now nothing listens there
-    ray = fake_ray(tmp_path, "two_nodes.txt")
-    result = run_module(ray_status, {"ray": ray, "address": "127.0.0.1:%d" % port, "timeout": 60})
-    assert not result.failed and not result["reachable"] and result["node_count"] == 0
-    assert result["stderr_tail"] == ["nothing listens at 127.0.0.1:%d (connection refused)" % port]
-    assert not (tmp_path / "args").exists()  # `ray status` was not run
-    result = run_module(ray_status, {"ray": ray, "address": "127.0.0.1:%d" % port, "fail_on_unreachable": True})
-    assert result.failed and "connection refused" in result["msg"]
-
-
-def test_only_a_refused_connection_skips_ray_status(monkeypatch):
-    monkeypatch.undo()
-    with socket.socket() as listening:
-        listening.bind(("127.0.0.1", 0))
-        listening.listen(1)
-        assert not ray_status.refused("127.0.0.1:%d" % listening.getsockname()[1])
-        port = listening.getsockname()[1]
-    assert ray_status.refused("127.0.0.1:%d" % port)
-    # Not an address: no evidence either way, ray status decides.
-    assert not ray_status.refused("no-port-here")
