@@ -314,7 +314,7 @@ def head_only_inventory(**host_vars):
 
 def restart_nodes():
     """Restart both node containers (a power cut) and wait for their systemd."""
-    subprocess.run(["podman", "restart", "--time", "10", HEAD, WORKER], check=True, capture_output=True, timeout=240)
+    subprocess.run(["podman", "restart", "--time", "0", HEAD, WORKER], check=True, capture_output=True, timeout=240)
     for _attempt in range(90):
         states = [podman(h, "systemctl", "is-system-running", check=False) for h in (HEAD, WORKER)]
         if all(state in ("running", "degraded") for state in states):
