@@ -25,7 +25,11 @@ import pwd
 from ansible_collections.laguna.spark.plugins.module_utils import files, procs, roce
 
 FORMAT = 1
-UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "Description")
+# UnitFileState: a persistent unit disabled by hand would not come back after a
+# reboot; systemd_run_service enables it again.
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "Description", "UnitFileState")
+# What the fabric role checks of every RoCE twin, read from <sysfs_net>/<netdev>/.
+NETDEV_ATTRIBUTES = ("mtu", "operstate")
 
 
 def fingerprint(inputs):
@@ -64,6 +68,11 @@ def expand(pattern):
     return sorted(glob.glob(pattern)) or [pattern]
 
 
+def netdev_reads(sysfs_net, netdevs):
+    """The sysfs files of ``netdevs`` (each RoCE twin) whose contents are recorded."""
+    return [os.path.join(sysfs_net, name, attr) for name in netdevs for attr in NETDEV_ATTRIBUTES]
+
+
 def gid_table(sysfs_root, hca, port):
     try:
         return [[e["index"], e["gid"], e["type"], e["ndev"]] for e in roce.scan_gids(sysfs_root, hca, port)]
@@ -89,6 +98,8 @@ def gather(spec, units=None, proc="/proc", exclude=(), gpu=None):
         evidence["user"] = [None, os.getuid()]
     if spec.get("units"):
         evidence["units"] = dict((name, units(name)) for name in spec["units"])
+        # The same test as systemd_run_service's, which restarts such a unit.
+        evidence["stopped"] = dict((name, procs.stopped(name, proc=proc)) for name in spec["units"])
     for key, recurse in (("trees", True), ("paths", False)):
         if spec.get(key):
             evidence[key] = {}
@@ -131,7 +142,7 @@ def compare(recorded, now):
     reasons = []
     for key in sorted(set(recorded) | set(now)):
         was, cur = recorded.get(key), now.get(key)
-        if was == cur:
+        if was == cur or key == "stopped":  # stopped processes: not_running() names them
             continue
         if isinstance(was, dict) and isinstance(cur, dict):
             for name in sorted(set(was) | set(cur)):
@@ -147,9 +158,15 @@ def compare(recorded, now):
 
 
 def not_running(evidence):
-    """Sentences for each recorded unit that is not active now."""
-    return ["unit %s is %s" % (name, props.get("ActiveState") or "unknown")
-            for name, props in sorted((evidence.get("units") or {}).items()) if props.get("ActiveState") != "active"]
+    """Sentences for each recorded unit that is not active now, or whose
+    processes a signal stopped (a frozen raylet: Ray drops the node while
+    its unit stays active)."""
+    reasons = ["unit %s is %s" % (name, props.get("ActiveState") or "unknown")
+               for name, props in sorted((evidence.get("units") or {}).items()) if props.get("ActiveState") != "active"]
+    return reasons + ["unit %s is active but its process%s %s %s stopped (SIGSTOP): a run restarts it"
+                      % (name, "es" if len(pids) > 1 else "", ", ".join(str(p) for p in pids),
+                         "are" if len(pids) > 1 else "is")
+                      for name, pids in sorted((evidence.get("stopped") or {}).items()) if pids]
 
 
 def digests(inputs):

@@ -50,6 +50,25 @@ def environment(pid, proc="/proc"):
     return {key: value for key, sep, value in pairs if sep}
 
 
+def state(pid, proc="/proc"):
+    """The one-letter state of process ``pid`` (R, S, D, T, ...; "" when it is gone)."""
+    text = read_text(os.path.join(proc, str(pid), "stat")) or ""
+    fields = text.rpartition(")")[2].split()
+    return fields[0] if ")" in text and fields else ""
+
+
+def stopped(unit, proc="/proc", uid=None):
+    """PIDs of the processes of systemd unit ``unit`` that a signal stopped
+    (state T: SIGSTOP, SIGTSTP; a debugger's tracing stop, t, is left out),
+    of user ``uid`` (default: this process's). A unit whose processes are
+    stopped is active to systemd but does no work: a frozen raylet leaves
+    the Ray cluster while its unit stays active."""
+    name = unit_name(unit)
+    uid = os.getuid() if uid is None else uid
+    return [pid for pid in pids(proc)
+            if state(pid, proc) == "T" and unit_of(pid, proc) == name and owner_uid(pid, proc) == uid]
+
+
 def pids(proc="/proc"):
     return sorted(int(name) for name in os.listdir(proc) if name.isdigit())
 

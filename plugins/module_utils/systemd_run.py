@@ -215,13 +215,16 @@ class Service(object):
                                      self.unit[:-len(".service")] + ".env")
         self.current = self.units.show_or_fail(self.unit, SHOW_PROPERTIES)
         self.running = is_running(self.current)
+        # Active to systemd, but a signal stopped its processes (SIGSTOP): restarted.
+        self.stopped = procs.stopped(self.unit) if self.running else []
         self.previous = fingerprint_of(self.current.get("Description"))
         self.has_file = os.path.exists(self.unit_path)
         self.from_file = self.current.get("FragmentPath") == self.unit_path
         self.result = dict(changed=False, unit=self.unit, previous_fingerprint=self.previous, action="none",
                            active_state=self.current.get("ActiveState", "inactive"),
                            main_pid=int(self.current.get("MainPID") or 0),
-                           persistent=self.from_file and self.current.get("UnitFileState") == "enabled")
+                           persistent=self.from_file and self.current.get("UnitFileState") == "enabled",
+                           stopped_pids=self.stopped)
 
     def ctl(self, *args):
         rc, out, err = self.units.ctl(*args)
@@ -307,7 +310,8 @@ class Service(object):
                              secret=secret)
         self.result["fingerprint"] = digest
         stale_secret = secret is None and os.path.exists(self.secret_path)
-        if params["state"] == "started" and self.running and self.previous == digest and not self.from_file:
+        if (params["state"] == "started" and self.running and self.previous == digest and not self.from_file
+                and not self.stopped):
             # Same secrets, but their file was edited or is left over: put it right.
             self.result["changed"] = stale_secret or self.secret_text is not None
             if self.result["changed"] and not self.module.check_mode:
@@ -367,7 +371,7 @@ class Service(object):
         if self.module._diff:
             self.result["diff"] = {"before": old_text or "", "after": text,
                                    "before_header": self.unit_path, "after_header": self.unit_path}
-        fresh = files_ok and loaded and not drift
+        fresh = files_ok and loaded and not drift and not self.stopped
         if params["state"] == "started" and self.running and fresh and enabled:
             return
         if self.running and fresh and enabled:

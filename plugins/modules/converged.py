@@ -84,6 +84,17 @@ options:
     type: list
     elements: str
     default: []
+  netdevs:
+    description:
+      - Network interfaces (every RoCE twin) whose C(mtu) and C(operstate)
+        under O(sysfs_net) are recorded, as O(reads) are.
+    type: list
+    elements: str
+    default: []
+  sysfs_net:
+    description: The C(/sys/class/net) directory.
+    type: path
+    default: /sys/class/net
   hcas:
     description: RDMA devices whose RoCE GID table (of port O(hca_port)) is recorded whole.
     type: list
@@ -124,7 +135,7 @@ options:
     type: int
     default: 100000
 notes:
-  - O(units), O(trees), O(paths), O(reads), O(hcas), O(processes), O(nvidia_smi)
+  - O(units), O(trees), O(paths), O(reads), O(netdevs), O(hcas), O(processes), O(nvidia_smi)
     and O(urls) are used with O(state=record); a check reads them from the record.
   - The record is the collection's memory of its own last verification, not
     a setting of the node, so writing it does not report a change.
@@ -241,6 +252,8 @@ def main():
         trees=dict(type="list", elements="str", default=[]),
         paths=dict(type="list", elements="str", default=[]),
         reads=dict(type="list", elements="str", default=[]),
+        netdevs=dict(type="list", elements="str", default=[]),
+        sysfs_net=dict(type="path", default="/sys/class/net"),
         hcas=dict(type="list", elements="str", default=[]),
         hca_port=dict(type="int", default=1),
         sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
@@ -260,6 +273,7 @@ def main():
     exclude = (os.getpid(), os.getppid())
     if p["state"] == "record":
         spec = dict((key, p[key]) for key in SPEC_KEYS)
+        spec["reads"] = p["reads"] + converged.netdev_reads(p["sysfs_net"], p["netdevs"])
         spec["gid_tables"] = [dict(sysfs_root=p["sysfs_infiniband"], hca=hca, port=p["hca_port"]) for hca in p["hcas"]]
         try:
             evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))

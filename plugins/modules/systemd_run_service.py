@@ -16,8 +16,9 @@ description:
     C(--property) (for example C(LimitMEMLOCK), C(MemoryMax), C(MemorySwapMax)).
   - The unit's description records a fingerprint of the configuration. When
     the unit is already active with the same fingerprint nothing is done; a
-    different fingerprint (a changed command, environment or property) or an
-    inactive/failed unit makes it (re)start.
+    different fingerprint (a changed command, environment or property), an
+    inactive/failed unit or an active one whose processes a signal stopped
+    (SIGSTOP, RV(stopped_pids)) makes it (re)start.
   - With O(persistent=true) the service is a unit file in the user's unit
     directory instead (C(~/.config/systemd/user/NAME.service)), enabled in
     C(default.target) with C(Restart=always) (O(restart)), so that the user
@@ -213,6 +214,15 @@ main_pid:
   description: Main PID of the service after the run.
   returned: always
   type: int
+stopped_pids:
+  description:
+    - PIDs of the unit's processes that a signal had stopped (SIGSTOP; state
+      C(T)) when the module looked. A running unit with stopped processes does
+      no work (a frozen raylet drops out of the Ray cluster while its unit
+      stays active), so with O(state=started) it is restarted.
+  returned: always
+  type: list
+  elements: int
 action:
   description:
     - What was done, C(none), C(started), C(restarted), C(stopped), or

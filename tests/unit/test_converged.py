@@ -1,10 +1,12 @@
 """The fast no-op path: laguna.spark.converged (module_utils, module, action plugin)."""
 import json
 import os
+import subprocess
 import time
 
 import pytest
 from helpers import DOUBLES, free_port, gpu, servers
+from helpers.procfs import fake_proc
 from ansible_collections.laguna.spark.plugins.module_utils import converged as cv
 from ansible_collections.laguna.spark.plugins.modules import converged, systemd_run_service
 
@@ -152,6 +154,74 @@ def test_a_unit_that_is_not_running_is_not_recorded(systemd, run_module, tmp_pat
     result = run_module(converged, {"state": "record", "path": record, "fingerprint": "f", "units": ["laguna-vllm"]})
     assert not result["recorded"] and not result["converged"] and not os.path.exists(record)
     assert result["reasons"] == ["unit laguna-vllm is inactive"]
+
+
+def test_a_persistent_unit_disabled_by_hand_is_seen_and_enabled_again(systemd, run_module, tmp_path, monkeypatch):
+    units = tmp_path / "units"
+    monkeypatch.setenv("FAKE_SYSTEMD_UNIT_DIR", str(units))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    service = {"name": "laguna-vllm", "command": ["/venv/bin/vllm", "serve"], "settle": 0, "persistent": True,
+               "unit_dir": str(units), "runtime_dir": str(tmp_path / "run")}
+    assert run_module(systemd_run_service, service)["action"] == "started"
+    record = str(tmp_path / "converged.json")
+    inputs = {"variables": {}}
+    first = run_module(converged, {"state": "check", "path": record, "inputs": inputs})
+    assert run_module(converged, {"state": "record", "path": record, "fingerprint": first["fingerprint"],
+                                  "units": ["laguna-vllm"]})["recorded"]
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+    # Disabled by hand while it runs: it would not come back after a reboot.
+    subprocess.run(["systemctl", "--user", "disable", "laguna-vllm.service"], check=True)
+    disabled = run_module(converged, {"path": record, "inputs": inputs})
+    assert not disabled["converged"]
+    assert disabled["reasons"] == ["unit laguna-vllm changed (UnitFileState enabled -> disabled)"]
+    # The complete run that follows (the roles) enables it again, without a restart.
+    repaired = run_module(systemd_run_service, service)
+    assert repaired["changed"] and repaired["action"] == "enabled"
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+
+
+def test_every_roce_twins_mtu_and_state_are_recorded(systemd, run_module, tmp_path):
+    net = tmp_path / "net"
+    for twin in ("enp1s0f0np0", "enP2p1s0f0np0"):
+        (net / twin).mkdir(parents=True)
+        (net / twin / "mtu").write_text("9000\n")
+        (net / twin / "operstate").write_text("up\n")
+    record = str(tmp_path / "converged.json")
+    inputs = {"variables": {}}
+    first = run_module(converged, {"state": "check", "path": record, "inputs": inputs})
+    run_module(converged, {"state": "record", "path": record, "fingerprint": first["fingerprint"],
+                           "netdevs": ["enp1s0f0np0", "enP2p1s0f0np0"], "sysfs_net": str(net)})
+    assert sorted(json.load(open(record))["evidence"]["reads"]) == sorted(
+        str(net / twin / attr) for twin in ("enp1s0f0np0", "enP2p1s0f0np0") for attr in ("mtu", "operstate"))
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+    # The second twin's MTU went back to the default.
+    (net / "enP2p1s0f0np0" / "mtu").write_text("1500\n")
+    drifted = run_module(converged, {"path": record, "inputs": inputs})
+    assert not drifted["converged"] and drifted["reasons"] == ["file %s changed" % (net / "enP2p1s0f0np0" / "mtu")]
+
+
+def test_a_unit_whose_processes_a_signal_stopped_is_not_converged(tmp_path):
+    """A frozen raylet (SIGSTOP): its unit stays active and its PIDs stay the
+    same while Ray drops the node; procs.stopped, which systemd_run_service
+    restarts on, names it."""
+    proc = tmp_path / "proc"
+    (proc / "sys/kernel/random").mkdir(parents=True)
+    (proc / "sys/kernel/random/boot_id").write_text("boot-1\n")
+    cgroup = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/laguna-ray-worker.service\n"
+    fake_proc(proc, 20, ["/v/bin/ray", "start", "--block"], cgroup)
+    fake_proc(proc, 21, ["/v/lib/raylet"], cgroup)
+    spec = {"units": ["laguna-ray-worker"]}
+    props = {"ActiveState": "active", "MainPID": "20", "InvocationID": "abc"}
+    recorded = cv.gather(spec, units=lambda name: dict(props), proc=str(proc))
+    assert recorded["stopped"] == {"laguna-ray-worker": []}
+    record = cv.make_record("f", spec, recorded)
+    assert cv.check(record, "f", cv.gather(spec, units=lambda name: dict(props), proc=str(proc))) == (True, [])
+    for pid in (20, 21):
+        stat = proc / str(pid) / "stat"
+        stat.write_text(stat.read_text().replace(") S ", ") T "))
+    ok, reasons = cv.check(record, "f", cv.gather(spec, units=lambda name: dict(props), proc=str(proc)))
+    assert not ok and reasons == [
+        "unit laguna-ray-worker is active but its processes 20, 21 are stopped (SIGSTOP): a run restarts it"]
 
 
 def test_a_port_nobody_answers_on_is_reported_within_the_timeout():

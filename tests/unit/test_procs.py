@@ -44,6 +44,37 @@ def test_terminate_ends_a_polite_process_without_sigkill():
     assert killed == [] and child.returncode == -15
 
 
+def test_a_real_stopped_process_is_in_state_t_and_a_running_one_is_not():
+    child = _spawn()
+    try:
+        time.sleep(0.2)
+        assert procs.state(child.pid) in ("S", "R")
+        os.kill(child.pid, signal.SIGSTOP)
+        for _attempt in range(50):
+            if procs.state(child.pid) == "T":
+                break
+            time.sleep(0.05)
+        assert procs.state(child.pid) == "T"
+    finally:
+        child.kill()
+        child.wait()
+    assert procs.state(child.pid) == ""
+
+
+def test_stopped_names_the_units_processes_a_signal_stopped(tmp_path):
+    unit = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/laguna-ray-worker.service\n"
+    fake_proc(tmp_path, 20, ["/v/bin/python", "/v/bin/ray", "start", "--block"], unit, state="T")
+    fake_proc(tmp_path, 21, ["/v/lib/raylet"], unit, state="T")
+    fake_proc(tmp_path, 22, ["ray::IDLE"], unit, state="S")
+    fake_proc(tmp_path, 23, ["gdb-traced"], unit, state="t")
+    fake_proc(tmp_path, 24, ["bash"], "0::/user.slice/user-1000.slice/session-4.scope\n", state="T")
+    assert procs.stopped("laguna-ray-worker", proc=str(tmp_path)) == [20, 21]
+    assert procs.stopped("laguna-ray-worker.service", proc=str(tmp_path)) == [20, 21]
+    assert procs.stopped("laguna-vllm", proc=str(tmp_path)) == []
+    # Another user's unit of the same name is not this user's.
+    assert procs.stopped("laguna-ray-worker", proc=str(tmp_path), uid=os.getuid() + 1) == []
+
+
 def test_strays_are_the_matches_outside_the_unit(tmp_path):
     # cgroup v2 paths of a transient user service and of an SSH session.
     fake_proc(tmp_path, 10, ["python", "/v/bin/vllm", "serve", "/m"],

@@ -47,6 +47,30 @@ def test_changed_environment_restarts(systemd, run_module):
     assert ["systemctl", "--user", "stop", "laguna-ray-head.service"] in systemd.read()["calls"]
 
 
+def _frozen(monkeypatch, unit, pids):
+    """procs.stopped (tested on a fake /proc in test_procs.py) says ``unit``'s processes ``pids`` are stopped."""
+    from ansible_collections.laguna.spark.plugins.module_utils import procs  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(procs, "stopped", lambda name, proc="/proc", uid=None: list(pids) if name == unit else [])
+
+
+def test_a_running_unit_whose_processes_a_signal_stopped_is_restarted(systemd, run_module, monkeypatch):
+    """A frozen raylet (SIGSTOP): active to systemd, the same settings, but no
+    work done; Ray drops the node. The run restarts it, in check mode too (as
+    what it would do)."""
+    run_module(systemd_run_service, ARGS)
+    _frozen(monkeypatch, "laguna-ray-head.service", [4242, 4243])
+    dry = run_module(systemd_run_service, ARGS, check_mode=True)
+    assert dry["changed"] and dry["action"] == "restarted" and dry["stopped_pids"] == [4242, 4243]
+    assert len(systemd.calls("systemd-run")) == 1
+    result = run_module(systemd_run_service, ARGS)
+    assert result["changed"] and result["action"] == "restarted" and result["stopped_pids"] == [4242, 4243]
+    assert ["systemctl", "--user", "stop", "laguna-ray-head.service"] in systemd.read()["calls"]
+    assert len(systemd.calls("systemd-run")) == 2
+    _frozen(monkeypatch, "laguna-ray-head.service", [])
+    again = run_module(systemd_run_service, ARGS)
+    assert not again["changed"] and again["stopped_pids"] == []
+
+
 def test_check_mode_changes_nothing(systemd, run_module):
     result = run_module(systemd_run_service, ARGS, check_mode=True)
     assert result["changed"] and result["argv"][0].endswith("systemd-run")
@@ -144,6 +168,17 @@ def test_a_changed_persistent_unit_is_rewritten_and_restarted_with_a_diff(system
     assert result["action"] == "restarted"
     assert "MemoryMax=98G" in (tmp_path / "units" / "laguna-ray-head.service").read_text()
     assert ["restart", "laguna-ray-head.service"] in [c[2:] for c in systemd.calls("systemctl")]
+
+
+def test_a_persistent_unit_whose_processes_a_signal_stopped_is_restarted(systemd, run_module, tmp_path,
+                                                                         monkeypatch):
+    args = _persistent(tmp_path, monkeypatch)
+    run_module(systemd_run_service, args)
+    _frozen(monkeypatch, "laguna-ray-head.service", [4242])
+    calls = len(systemd.read()["calls"])
+    result = run_module(systemd_run_service, args)
+    assert result["changed"] and result["action"] == "restarted" and result["stopped_pids"] == [4242]
+    assert ["restart", "laguna-ray-head.service"] in [c[2:] for c in systemd.read()["calls"][calls:]]
 
 
 def test_switching_between_transient_and_persistent_stops_the_old_unit(systemd, run_module, tmp_path, monkeypatch):

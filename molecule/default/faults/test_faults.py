@@ -635,33 +635,50 @@ def test_a_worker_without_a_roce_v2_gid_stops_the_head_in_one_sentence_naming_it
     assert vllm_pid() == vllm
 
 
-def test_a_complete_run_does_not_skip_a_killed_worker_raylet_or_a_touched_shard_and_repairs_both():
-    """Two faults judged after one complete run: the worker's raylet SIGKILLed
-    (vLLM's rank there dies with it, so vLLM 0.25.1, as the stand-in, shuts
-    down and exits with status 0: its transient unit goes and nothing
-    restarts either until a run) and a shard rewritten in place on the worker
-    (same size and mtime). The fast no-op path must see what the roles would
-    (the units' state and PID, the file's ctime), and one complete run
-    repairs both."""
+def test_a_complete_run_does_not_skip_a_frozen_worker_raylet_or_a_touched_shard_and_repairs_both():
+    """Two faults judged after one complete run: every process of the worker's
+    raylet unit stopped (SIGSTOP: systemd still calls the unit active and its
+    PIDs stay, while Ray drops the node; vLLM 0.25.1, as the stand-in, then
+    loses its rank there, shuts down and exits with status 0, and its
+    transient unit goes) and a shard rewritten in place on the worker (same
+    size and mtime). Check mode runs the roles and names what a real run
+    would change, changing nothing; the fast no-op path must see what the
+    roles would (the stopped processes, vLLM's unit, the file's ctime), and
+    one complete run repairs both."""
     rc, changed, out, _seconds = play()
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
-    before = vllm_pid()
-    podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGKILL", "laguna-ray-worker.service", user=USER)
-    podman(WORKER, "bash", "-c", "f=$(ls %s/Laguna-S-2.1-FP8/*.safetensors | head -1); touch -r $f /tmp/ref; "
-                                 "cp -p $f /tmp/shard && cat /tmp/shard > $f && touch -r /tmp/ref $f && rm /tmp/shard"
-           % MODELS)
-    for _attempt in range(60):
-        if unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found":
-            break
-        time.sleep(2)
-    else:
-        raise AssertionError("vLLM still runs 120 s after its worker rank died: %s" % unit(HEAD, "laguna-vllm", "ActiveState"))
-    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] != "active"
-    rc, changed, out, _seconds = play()
+    before, raylet = vllm_pid(), unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
+    shard = "$(ls %s/Laguna-S-2.1-FP8/*.safetensors | head -1)" % MODELS
+    podman(WORKER, "bash", "-c", "f=%s; touch -r $f /tmp/ref; cp -p $f /tmp/shard && cat /tmp/shard > $f && "
+                                 "touch -r /tmp/ref $f && rm /tmp/shard" % shard)
+    shard_ctime = podman(WORKER, "bash", "-c", "stat -c %%Z %s" % shard)
+    podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGSTOP", "laguna-ray-worker.service", user=USER)
+    try:
+        for _attempt in range(90):
+            if unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found":
+                break
+            time.sleep(2)
+        else:
+            raise AssertionError("vLLM still runs 180 s after its worker rank froze: %s"
+                                 % unit(HEAD, "laguna-vllm", "ActiveState"))
+        assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
+        rc, _changed, dry, _seconds = noop_ratio.play(INVENTORY, "laguna.spark.site", "--check", "--diff", timeout=900)
+        assert rc == 0, dry[-3000:]
+        assert "Is every node as the last complete run left it?" not in dry, dry[-3000:]
+        assert changed_tasks(dry) == {("laguna.spark.ray_cluster : Run the worker raylets", WORKER),
+                                      ("laguna.spark.vllm_serve : Run vllm serve", HEAD)}, dry[-3000:]
+        assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] == raylet
+        assert unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found"
+        assert podman(WORKER, "bash", "-c", "stat -c %%Z %s" % shard) == shard_ctime
+        rc, changed, out, _seconds = play()
+    finally:
+        podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGCONT", "laguna-ray-worker.service", user=USER,
+               check=False)
     assert rc == 0, out[-3000:]
     assert "unit laguna-vllm changed" in out and "Laguna-S-2.1-FP8 changed: model-" in out, out[:3000]
-    assert "unit laguna-ray-worker changed" in out, out[:3000]
-    assert unit(WORKER, "laguna-ray-worker", "ActiveState")["ActiveState"] == "active"
+    assert "unit laguna-ray-worker is active but its process" in out and "stopped (SIGSTOP)" in out, out[:3000]
+    assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] != raylet
+    assert not [s for s in podman(WORKER, "ps", "-o", "stat=", "-u", USER).split() if s.startswith("T")]
     assert changed[HEAD] >= 1 and vllm_pid() != before and healthy()
 
 
