@@ -133,10 +133,7 @@ def terminate(pid_list, timeout, kill=os.kill, alive=None, sleep=time.sleep):
 
 
 def _alive(pid):
-    stat = read_text("/proc/%d/stat" % pid)
-    if stat is None:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return state(pid) not in ("", "Z")
 
 
 def listeners(port, proc="/proc"):
