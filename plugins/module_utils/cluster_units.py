@@ -243,13 +243,19 @@ def worker_raylet_state(head_host, hostvars):
     return "restarted" if _changed(hostvars, head_host) else "started"
 
 
-def vllm_serve_state(cluster_hosts, hostvars, head_host, health_state, persistent):
+def vllm_serve_state(cluster_hosts, hostvars, head_host, health_state, persistent, check_mode=False):
     """The state "restarted" when vLLM's Ray connection or server is gone: the head's
     raylet changed in this run (a new cluster), the server is hung, or (a
     persistent unit, whose environment has no raylet ids) any worker's
-    raylet changed in this run; else "started"."""
+    raylet changed in this run; else "started".
+
+    In check mode a worker raylet that would restart makes a transient unit
+    "restarted" too: a real run restarts it through the raylets' invocation
+    ids in its environment (LAGUNA_RAYLETS), which check mode cannot see
+    change, so the dry run names the restart the real run makes."""
     if health_state == "hung" or _changed(hostvars, head_host):
         return "restarted"
-    if _bool(persistent) and any(_changed(hostvars, host) for host in cluster_hosts if host != head_host):
+    if (_bool(persistent) or _bool(check_mode)) and any(
+            _changed(hostvars, host) for host in cluster_hosts if host != head_host):
         return "restarted"
     return "started"

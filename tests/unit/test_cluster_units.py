@@ -251,3 +251,15 @@ def test_a_worker_raylet_restarts_with_a_head_this_run_changed():
 ])
 def test_vllm_serve_restarts_with_a_new_cluster_or_a_hung_server(changed, health, persistent, want):
     assert cu.vllm_serve_state(HOSTS, hostvars(**changed), "head", health, persistent) == want
+
+
+@pytest.mark.parametrize("changed, want", [
+    # The worker raylet would restart: the real run restarts a transient vLLM
+    # through LAGUNA_RAYLETS, so the dry run says so.
+    ({"w2": True}, "restarted"),
+    ({"head": False, "w1": False}, "started"),
+    ({}, "started"),
+])
+def test_check_mode_names_the_vllm_restart_a_worker_raylet_restart_makes(changed, want):
+    assert cu.vllm_serve_state(HOSTS, hostvars(**changed), "head", "healthy", False, check_mode=True) == want
+    assert cu.vllm_serve_state(HOSTS, hostvars(**changed), "head", "healthy", False, check_mode=False) == "started"
