@@ -661,7 +661,7 @@ def sources(texts, load):
     """What the laguna role's validation reads from the collection's files.
 
     ``texts`` maps each file's path to its text, in the order to read them;
-    ``load`` parses YAML (the filter passes Ansible's own from_yaml). Returns
+    ``load`` parses YAML (the config_sources lookup passes Ansible's own from_yaml). Returns
     {"specs": [the parsed argument_specs.yml files], "spec_names": [every
     declared variable], "known": [every NAME in any file]}.
     """

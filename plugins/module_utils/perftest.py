@@ -120,6 +120,27 @@ def plan_pairs(head, worker, base_port=18515, duration=5, size=1048576, qps=4, t
     return pairs
 
 
+# ib_write_bw's run takes about its duration plus the connection's set-up;
+# RUN_MARGIN (s) covers a slow start. The network_gate role starts every
+# server at once and runs the clients one after the other, so the server of
+# the k-th pair waits through the k pairs before it.
+RUN_MARGIN = 60
+
+
+def schedule(pairs, duration, margin=RUN_MARGIN):
+    """Give each planned pair the commands the role runs, bounded by timeout(1).
+
+    Adds ``client_command`` (the client, at most duration + margin s),
+    ``server_command`` (the k-th server, at most (k + 1) x (duration + margin) s)
+    and ``server_async`` (the async bound of the server's task, 30 s more)."""
+    run = duration + margin
+    for k, pair in enumerate(pairs):
+        pair["client_command"] = ["timeout", str(run)] + pair["client_argv"]
+        pair["server_command"] = ["timeout", str((k + 1) * run)] + pair["server_argv"]
+        pair["server_async"] = (k + 1) * run + 30
+    return pairs
+
+
 def _link(twin):
     return {key: twin.get(key) for key in ("name", "netdev", "state", "rate", "mtu", "pcie_speed", "pcie_width")}
 

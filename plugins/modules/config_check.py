@@ -112,6 +112,11 @@ author:
 """
 
 EXAMPLES = r"""
+- name: Read the argument specs and every name of the collection (lookup laguna.spark.config_sources)
+  ansible.builtin.set_fact:
+    laguna_config_sources: "{{ lookup('laguna.spark.config_sources', role_path ~ '/..', role_path ~ '/../../playbooks') }}"
+  run_once: true
+
 - name: Check the variables of this host
   laguna.spark.config_check:
     specs: "{{ laguna_config_sources.specs }}"

@@ -100,6 +100,9 @@ pairs:
   description:
     - One entry per twin and worker, with server_argv (run on the worker), client_argv (run on the head),
       server_address, head_device, worker_device, head_link, worker_link.
+    - The role starts every server at once and runs the clients one after the other. client_command and
+      server_command are those argvs under C(timeout), the client's at most O(duration) + 60 s, the k-th
+      server's (from 0) at most (k + 1) x (O(duration) + 60) s; server_async is the server task's async bound.
   returned: always (ib_write_bw)
   type: list
   elements: dict
@@ -162,7 +165,7 @@ def main():
         for worker in p["workers"]:
             pairs += perftest.plan_pairs(p["head"], worker, p["base_port"], p["duration"], p["size"], p["qps"],
                                          p["tool_path"])
-        result["pairs"] = pairs
+        result["pairs"] = perftest.schedule(pairs, p["duration"])
     if p["outputs"] is None:
         module.exit_json(**result)
 

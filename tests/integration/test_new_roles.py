@@ -158,6 +158,58 @@ def test_a_worker_that_fails_in_its_fabric_discovery_stops_the_head_in_network_g
     assert result.stats["failures"] == {"localhost": 1, "worker": 1}
 
 
+def test_the_bandwidth_gate_measures_every_twin_one_at_a_time_and_names_a_slow_one(runner, tmp_path):
+    """Two nodes whose fabric looks like hardware (both twins with a PCI
+    address) and the ib_write_bw stand-in (tests/doubles/bin/ib_write_bw):
+    every server starts first, the clients run one after the other with the
+    planned command lines, and the gate passes on the recorded healthy
+    reports; with the second twin's report of a degraded link it fails naming
+    that twin and its figure."""
+    import sys
+    from helpers import DOUBLES
+    from staging_env import run_play
+
+    rendezvous = tmp_path / "rendezvous"
+    rendezvous.mkdir()
+    tool = tmp_path / "ib_write_bw"
+    tool.write_text("#!/bin/sh\nIB_WRITE_BW_STANDIN_DIR=%s exec %s %s \"$@\"\n"
+                    % (rendezvous, sys.executable, os.path.join(DOUBLES, "bin", "ib_write_bw")))
+    tool.chmod(0o755)
+    head_ib, head_net = spark(tmp_path / "head", "127.0.0.1", "127.0.1.1")
+    worker_ib, worker_net = spark(tmp_path / "worker", "127.0.0.2", "127.0.1.2")
+    inventory = ("[spark_head]\nlocalhost ansible_connection=local laguna_roce_ip=127.0.0.1 ansible_python_interpreter={py} "
+                 "laguna_sysfs_infiniband={hib} fabric_sysfs_net={hnet}\n"
+                 "[spark_workers]\nworker ansible_connection=local laguna_roce_ip=127.0.0.2 ansible_python_interpreter={py} "
+                 "laguna_sysfs_infiniband={wib} fabric_sysfs_net={wnet}\n").format(
+                     py=sys.executable, hib=head_ib, hnet=head_net, wib=worker_ib, wnet=worker_net)
+    play = "    - ansible.builtin.include_role:\n        name: laguna.spark.network_gate\n"
+    gate = {"laguna_user": getpass.getuser(), "network_gate_check_ssh": False, "network_gate_install": False,
+            "network_gate_tool_path": str(tool), "network_gate_duration": 1,
+            "laguna_model_path": "/m", "laguna_draft_path": "/d"}
+
+    result = run_play(runner, play, gate, inventory)
+    assert result.rc == 0, result.text
+    runs = [json.loads(line) for line in (rendezvous / "runs.jsonl").read_text().splitlines()]
+    servers = [run for run in runs if run["role"] == "server"]
+    clients = [run for run in runs if run["role"] == "client"]
+    assert [run["argv"] for run in clients] == [
+        ["-d", device, "-i", "1", "-x", "3", "-p", port, "-D", "1", "-s", "1048576", "-q", "4", "-F", "--report_gbits",
+         address] for device, port, address in (("rocep1s0f1", "18515", "127.0.0.2"),
+                                                ("roceP2p1s0f1", "18516", "127.0.1.2"))]
+    assert sorted(run["argv"][1] for run in servers) == ["roceP2p1s0f1", "rocep1s0f1"]
+    # One link at a time: the second client starts after the first ended; both servers were up before.
+    assert clients[1]["start"] >= clients[0]["end"]
+    assert max(run["start"] for run in servers) <= clients[0]["end"]
+    assert not list(rendezvous.glob("listen-*")), "a server was left waiting"
+
+    (rendezvous / "slow-roceP2p1s0f1").write_text("")
+    slow = run_play(runner, play, gate, inventory)
+    assert slow.rc != 0
+    assert "The RoCE link is too slow to serve" in slow.flat, slow.flat[-3000:]
+    assert "roceP2p1s0f1 <-> worker roceP2p1s0f1: 41.27 Gb/s < 90.00 Gb/s per device" in slow.flat, slow.flat[-3000:]
+    assert not list(rendezvous.glob("listen-*")), "a server was left waiting"
+
+
 def test_ctrl_c_during_the_pip_install_leaves_no_second_install(runner, tmp_path, index, cuda):
     # ansible-playbook is interrupted (SIGINT, twice as an impatient user
     # does) while pip installs from a slow index. The async install goes on

@@ -3,6 +3,9 @@ the inventory and the running deployment."""
 import glob
 import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import yaml
@@ -11,6 +14,7 @@ from ansible_collections.laguna.spark.plugins.module_utils import config_check a
 from ansible_collections.laguna.spark.plugins.modules import config_check
 
 from helpers import ROOT
+from helpers.collection import collections_path
 
 SPEC_FILES = sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml")))
 DOCUMENTS = [yaml.safe_load(open(path)) for path in SPEC_FILES]
@@ -271,11 +275,11 @@ def test_secrets_are_checked_but_never_returned_or_quoted(run_module):
     assert "without an API key" in json.dumps(open_api.get("warnings", []))
 
 
-# --- what the laguna role reads from the collection's files (filter config_sources) ---------------
+# --- what the laguna role reads from the collection's files (lookup config_sources) ---------------
 
 
 def _collection_texts():
-    """{path: text} of the role and playbook files, sorted by path, as the role's find + file lookup give them."""
+    """{path: text} of the role and playbook files, sorted by path, as the role's find + file lookup gave them."""
     paths = sorted(glob.glob(os.path.join(ROOT, "roles", "**", "*.y*ml"), recursive=True)
                    + glob.glob(os.path.join(ROOT, "roles", "**", "*.j2"), recursive=True)
                    + glob.glob(os.path.join(ROOT, "playbooks", "**", "*.yml"), recursive=True))
@@ -309,20 +313,58 @@ def test_the_sources_parse_only_the_spec_files_and_search_every_file():
     assert found["known"] == ["argument_specs", "a_one", "a_two", "b_three", "argument_specs_not"]
 
 
-def test_the_filter_reads_the_collections_own_files_as_the_role_did():
-    from helpers.filters import run_filter  # pylint: disable=import-outside-toplevel
+_LOOKUP = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from ansible.errors import AnsibleLookupError
+    from ansible_collections.laguna.spark.plugins.lookup.config_sources import LookupModule
+    out = []
+    for terms in json.loads(sys.stdin.read()):
+        try:
+            out.append(LookupModule().run(terms, variables={}))
+        except Exception as exc:  # pylint: disable=broad-except
+            # ansible-core 2.19's AnsibleLookupError is another name of AnsibleTemplatePluginError.
+            kind = "AnsibleLookupError" if isinstance(exc, AnsibleLookupError) else type(exc).__name__
+            out.append("%s: %s" % (kind, exc))
+    print(json.dumps(out))
+    """)
 
+
+def run_lookup(calls):
+    """[result or "ErrorClass: message"] of the lookup config_sources for each list of terms, in a Python of
+    its own: importing a controller plugin switches module warnings to the controller's display for the rest
+    of the process."""
+    proc = subprocess.run([sys.executable, "-c", _LOOKUP, collections_path()], input=json.dumps(calls),
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_the_lookup_reads_the_collections_own_files_as_the_role_did(tmp_path):
+    broken = tmp_path / "broken" / "roles" / "x" / "meta" / "argument_specs.yml"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("argument_specs: [unclosed\n")
+    no_mapping = tmp_path / "no_mapping" / "roles" / "y" / "meta" / "argument_specs.yml"
+    no_mapping.parent.mkdir(parents=True)
+    no_mapping.write_text("argument_specs_not: {}\n")
+    found, missing, not_parsed, not_specs = run_lookup([
+        [os.path.join(ROOT, "roles"), os.path.join(ROOT, "playbooks")], [str(tmp_path / "nowhere")],
+        [str(tmp_path / "broken" / "roles")], [str(tmp_path / "no_mapping")]])
+    assert isinstance(found, list) and len(found) == 1, found
+    found = found[0]
     texts = _collection_texts()
-    found, not_a_dict, broken = run_filter("config_sources", "config_sources", [
-        [texts], [["a list"]], [{"/r/meta/argument_specs.yml": "argument_specs: [unclosed"}]])
     spec_paths = [path for path in texts if path.endswith("/meta/argument_specs.yml")]
     assert found["specs"] == [yaml.safe_load(texts[path]) for path in spec_paths] and len(spec_paths) >= 8
     # Every declared variable, and among the known names every variable a default or task uses.
     assert set(found["spec_names"]) == set(SPECS)
     assert {"vllm_serve_num_speculative_tokens", "laguna_head_host", "benchmark_k_values"} <= set(found["known"])
     assert len(found["known"]) == len(set(found["known"]))
-    assert not_a_dict.startswith("Ansible") and "config_sources: the input must map" in not_a_dict
-    assert broken.startswith("Ansible") and "config_sources:" in broken
+    # What the role computed before: find + the file lookup, then config_check.sources(); same order.
+    assert found["spec_names"] == cc.sources(texts, yaml.safe_load)["spec_names"]
+    assert found == cc.sources(texts, yaml.safe_load)
+    assert missing.startswith("AnsibleLookupError: config_sources: ") and "nowhere is not a directory" in missing
+    assert not_parsed.startswith("AnsibleLookupError: config_sources: %s: " % broken)
+    assert not_specs == ("AnsibleLookupError: config_sources: %s: an argument_specs.yml without an argument_specs "
+                         "mapping" % no_mapping)
 
 
 def test_the_bound_constructors_state_one_kind_of_bound_each():

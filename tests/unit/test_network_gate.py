@@ -64,6 +64,11 @@ def test_exact_command_lines(run_module):
                                     "-s", "1048576", "-q", "4", "-F", "--report_gbits", "192.168.100.2"]
     assert second["client_argv"][2] == "roceP2p1s0f1" and second["client_argv"][-1] == "192.168.101.2"
     assert second["server_argv"][8] == "18516"
+    # Every server starts at once, the clients run one after the other: the second server waits through the first.
+    assert first["client_command"] == ["timeout", "65"] + first["client_argv"]
+    assert second["client_command"] == ["timeout", "65"] + second["client_argv"]
+    assert first["server_command"] == ["timeout", "65"] + first["server_argv"] and first["server_async"] == 95
+    assert second["server_command"] == ["timeout", "130"] + second["server_argv"] and second["server_async"] == 160
     assert result["threshold_total"] == 180.0
     assert "measurements" not in result
 

@@ -324,7 +324,7 @@ def test_transfer_progress_waits_and_reports(tmp_path, run_module):
     began = time.monotonic()
     running = run_module(transfer_progress, {"results_file": str(results), "wait": 1, "total": 1000000000,
                                              "started": time.time() - 10, "progress_file": str(progress),
-                                             "label": "mirror target"})
+                                             "label": "mirror target", "timeout": 3600})
     assert time.monotonic() - began >= 1 and not running["finished"]
     assert re.match(r"mirror target: 0\.25 of 1\.00 GB \(25\.0%\), 0\.02\d GB/s, 1[01] s$", running["msg"])
     results.write_text(json.dumps({"rc": 0, "changed": True}))
@@ -333,8 +333,42 @@ def test_transfer_progress_waits_and_reports(tmp_path, run_module):
     (tree / "a").write_bytes(b"x" * 100)
     (tree / ".cache" / "huggingface" / "download" / "b.etag.1234.incomplete").write_bytes(b"x" * 50)
     done = run_module(transfer_progress, {"results_file": str(results), "wait": 30, "total": 200,
-                                          "started": time.time(), "path": str(tree), "expected": ["a", "b"]})
+                                          "started": time.time(), "path": str(tree), "expected": ["a", "b"],
+                                          "timeout": 3600})
     assert done["finished"] and done["done"] == 150
+
+
+def test_transfer_progress_keeps_waiting_until_the_job_ends_or_its_wrapper_is_long_gone(tmp_path, run_module):
+    # async_wrapper writes {"started": 1, "finished": 0} when the job starts and
+    # rewrites the file only when it ends: its mtime is when the job started.
+    results = tmp_path / "job"
+    results.write_text(json.dumps({"started": 1, "finished": 0, "ansible_job_id": "1.2"}))
+    args = {"results_file": str(results), "wait": 0, "total": 100, "timeout": 60,
+            "started": time.time() - 3600, "label": "download target"}
+    # Running, started just now (the file's mtime, not `started`): keep waiting.
+    fresh = run_module(transfer_progress, args)
+    assert fresh["keep_waiting"] and not fresh["expired"] and not fresh["finished"]
+    assert "gone" not in fresh["msg"]
+    # Still "started" more than timeout + wait (+ the wrapper's slack) after it
+    # started: the wrapper would have written its timeout result; it is gone.
+    long_ago = time.time() - (60 + 0 + transfer_progress.WRAPPER_SLACK + 30)
+    os.utime(results, (long_ago, long_ago))
+    gone = run_module(transfer_progress, args)
+    assert gone["expired"] and not gone["keep_waiting"] and not gone["finished"]
+    assert re.search(r", no result after 1\d\d s: the job's wrapper is gone$", gone["msg"]), gone["msg"]
+    # A finished job (here the wrapper's own timeout result, without "started")
+    # is neither waited for nor expired, however old.
+    results.write_text(json.dumps({"msg": "Timeout exceeded", "failed": True, "child_pid": 1}))
+    os.utime(results, (long_ago, long_ago))
+    ended = run_module(transfer_progress, args)
+    assert ended["finished"] and not ended["keep_waiting"] and not ended["expired"]
+    assert ended["msg"].endswith(", finished")
+    # No results file (yet): when the job started is `started`, long ago here.
+    results.unlink()
+    missing = run_module(transfer_progress, args)
+    assert missing["expired"] and not missing["keep_waiting"] and not missing["finished"]
+    assert "the job's wrapper is gone" in missing["msg"]
+    assert not run_module(transfer_progress, dict(args, started=time.time()))["expired"]
 
 
 # --- Page cache ---------------------------------------------------------------------
