@@ -26,7 +26,10 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs
           debootstrap rsync openssh-client openssh-server netplan.io python3 python3-venv python3-pip
-          ca-certificates nftables)
+          ca-certificates nftables
+          # perftest: the real ib_write_bw, whose parser the stand-in is checked against
+          # (tests/conformance/test_hardware_doubles.py); it runs without RDMA devices up to looking for one.
+          perftest)
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   dpkg-query -W -f '${db:Status-Status}' "$pkg" 2>/dev/null | grep -qx installed || missing+=("$pkg")

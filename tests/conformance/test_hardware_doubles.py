@@ -1,6 +1,8 @@
 """The hardware stand-ins against real output formats (tests/doubles/recorded, see its README).
 
 * tests/doubles/bin/nvidia-smi vs nvidia-smi output recorded on DGX Sparks;
+* tests/doubles/bin/ib_write_bw vs the real ib_write_bw's parser (Debian's perftest, which
+  scripts/setup.sh installs: without RDMA devices it parses its options, then stops looking for one);
 * the fake RDMA sysfs trees (tests/helpers/sysfs.py, used by the render and the
   unit/integration tests, and molecule's prepare.yml) vs the formats the Linux
   kernel's drivers/infiniband/core/sysfs.c prints.
@@ -9,18 +11,21 @@
 import json
 import os
 import re
+import runpy
+import shutil
 import subprocess
 
 import pytest
 import yaml
 
 from _conformance import ROOT
-from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs, roce
+from ansible_collections.laguna.spark.plugins.module_utils import gpu_procs, perftest, roce
 from helpers import gpu, sysfs
 
 DOUBLES = os.path.join(ROOT, "tests", "doubles")
 RECORDED = os.path.join(DOUBLES, "recorded")
 NVIDIA_SMI = os.path.join(DOUBLES, "bin", "nvidia-smi")
+IB_WRITE_BW = os.path.join(DOUBLES, "bin", "ib_write_bw")
 FORMATS = json.load(open(os.path.join(RECORDED, "sysfs", "kernel-formats.json")))
 HEADER = re.compile(r"^\| NVIDIA-SMI (\S+) +Driver Version: (\S+) +CUDA Version: (\S+) +\|$")
 
@@ -163,3 +168,51 @@ def test_molecule_fake_sysfs_uses_the_kernel_formats():
     assert fmt, "prepare.yml no longer writes IPv4-mapped GIDs with the kernel's %pI6 layout"
     for kind in re.findall(r"'(IB/RoCE v1|RoCE v2|RoCE v1|IB/RoCE v2)'", text):
         assert kind in FORMATS["ports/<port>/gid_attrs/types/<n>"]["values"], kind
+
+
+# --- ib_write_bw: the stand-in's parser against the real one's ---------------------------------
+
+
+def _real_ib_write_bw(argv):
+    real = shutil.which("ib_write_bw") or "/usr/bin/ib_write_bw"
+    assert os.path.exists(real), "perftest is not installed (scripts/setup.sh installs it)"
+    done = subprocess.run([real] + argv, capture_output=True, text=True, check=False, timeout=30)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _twin(name):
+    return {"name": name, "port": 1, "netdev": "n", "state": "4: ACTIVE", "rate": "200", "mtu": 9000,
+            "pcie_speed": "32.0 GT/s PCIe", "pcie_width": "4"}
+
+
+def test_the_ib_write_bw_standin_parses_what_the_real_one_parses_and_refuses_what_it_refuses(tmp_path):
+    standin = runpy.run_path(IB_WRITE_BW, run_name="ib_write_bw_standin")
+    rc, usage = _real_ib_write_bw(["--help"])
+    assert "ib_write_bw <host>     connect to server at <host>" in usage, usage[:2000]  # --help exits 1
+    # The role's exact command lines (ib_bw_check's plan), server's and client's.
+    declared = []
+    node = {"twins": [_twin("rocep1s0f1"), _twin("roceP2p1s0f1")], "addresses": ["10.0.0.1/24", "10.0.1.1/24"],
+            "gid_indexes": [3, 3], "host": "head"}
+    worker = dict(node, host="worker", addresses=["10.0.0.2/24", "10.0.1.2/24"])
+    pairs = perftest.schedule(perftest.plan_pairs(node, worker, duration=5), 5)
+    for pair in pairs:
+        for argv in (pair["server_argv"], pair["client_argv"]):
+            declared += [arg for arg in argv[1:] if arg.startswith("-")]
+            # The real parser takes the role's exact command line and goes on to look for the device...
+            rc, out = _real_ib_write_bw(argv[1:])
+            assert rc == 1 and "Unable to find the Infiniband/RoCE device" in out, out
+            assert "Invalid Command or flag" not in out, out
+            # ...and so does the stand-in's.
+            standin["parse"](argv[1:])
+    # Each option the role passes, and each the stand-in takes, is one the real parser lists.
+    declared += [option for action in standin["build_parser"]()._actions for option in action.option_strings]
+    for option in sorted(set(declared)):
+        assert re.search(r"(^|[ ,])%s([=, ]|$)" % re.escape(option), usage, re.M), option
+    # What the real parser refuses, the stand-in refuses (exit 1), before any rendezvous.
+    for argv in (["--bogus", "10.0.0.2"], ["-d"], ["-x"]):
+        rc, out = _real_ib_write_bw(argv)
+        assert rc == 1 and "Invalid Command or flag" in out, (argv, out)
+        done = subprocess.run([IB_WRITE_BW] + argv, capture_output=True, text=True, check=False, timeout=30,
+                              env=dict(os.environ, IB_WRITE_BW_STANDIN_DIR=str(tmp_path)))
+        assert done.returncode == 1 and "Invalid Command or flag" in done.stderr, (argv, done.stderr)
+    assert os.listdir(str(tmp_path)) == []
