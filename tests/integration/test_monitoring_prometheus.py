@@ -170,6 +170,9 @@ def test_every_target_answers(stack):
 def test_the_status_module_reads_the_table_through_ansible(stack, runner):
     _wait("a generated token rate", lambda: mon.query(
         stack["url"], mon.status_queries("5s")["tok_s"], 5, open_url), 20)
+    # The node exporter's first scrape may come after vLLM's on a loaded machine.
+    _wait("a node memory reading", lambda: mon.query(
+        stack["url"], mon.status_queries("5s")["memory_used"], 5, open_url), 20)
     result = runner.run(
         "    - laguna.spark.monitoring_status:\n        url: %s\n        window: 5s\n        nodes: [spark-1]\n"
         "        head: spark-1\n      register: status\n"
