@@ -1,7 +1,7 @@
 """The hardware stand-ins against real output formats (tests/doubles/recorded, see its README).
 
 * tests/doubles/bin/nvidia-smi vs nvidia-smi output recorded on DGX Sparks;
-* tests/doubles/bin/ib_write_bw vs the real ib_write_bw's parser (Debian's perftest, which
+* tests/doubles/bin/ib_write_bw.py vs the real ib_write_bw's parser (Debian's perftest, which
   scripts/setup.sh installs: without RDMA devices it parses its options, then stops looking for one);
 * the fake RDMA sysfs trees (tests/helpers/sysfs.py, used by the render and the
   unit/integration tests, and molecule's prepare.yml) vs the formats the Linux
@@ -14,6 +14,7 @@ import re
 import runpy
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -25,7 +26,7 @@ from helpers import gpu, sysfs
 DOUBLES = os.path.join(ROOT, "tests", "doubles")
 RECORDED = os.path.join(DOUBLES, "recorded")
 NVIDIA_SMI = os.path.join(DOUBLES, "bin", "nvidia-smi")
-IB_WRITE_BW = os.path.join(DOUBLES, "bin", "ib_write_bw")
+IB_WRITE_BW = os.path.join(DOUBLES, "bin", "ib_write_bw.py")
 FORMATS = json.load(open(os.path.join(RECORDED, "sysfs", "kernel-formats.json")))
 HEADER = re.compile(r"^\| NVIDIA-SMI (\S+) +Driver Version: (\S+) +CUDA Version: (\S+) +\|$")
 
@@ -212,7 +213,7 @@ def test_the_ib_write_bw_standin_parses_what_the_real_one_parses_and_refuses_wha
     for argv in (["--bogus", "10.0.0.2"], ["-d"], ["-x"]):
         rc, out = _real_ib_write_bw(argv)
         assert rc == 1 and "Invalid Command or flag" in out, (argv, out)
-        done = subprocess.run([IB_WRITE_BW] + argv, capture_output=True, text=True, check=False, timeout=30,
-                              env=dict(os.environ, IB_WRITE_BW_STANDIN_DIR=str(tmp_path)))
+        done = subprocess.run([sys.executable, IB_WRITE_BW] + argv, capture_output=True, text=True, check=False,
+                              timeout=30, env=dict(os.environ, IB_WRITE_BW_STANDIN_DIR=str(tmp_path)))
         assert done.returncode == 1 and "Invalid Command or flag" in done.stderr, (argv, done.stderr)
     assert os.listdir(str(tmp_path)) == []

@@ -160,7 +160,7 @@ def test_a_worker_that_fails_in_its_fabric_discovery_stops_the_head_in_network_g
 
 def test_the_bandwidth_gate_measures_every_twin_one_at_a_time_and_names_a_slow_one(runner, tmp_path):
     """Two nodes whose fabric looks like hardware (both twins with a PCI
-    address) and the ib_write_bw stand-in (tests/doubles/bin/ib_write_bw):
+    address) and the ib_write_bw stand-in (tests/doubles/bin/ib_write_bw.py):
     every server starts first, the clients run one after the other with the
     planned command lines, and the gate passes on the recorded healthy
     reports; with the second twin's report of a degraded link it fails naming
@@ -173,7 +173,7 @@ def test_the_bandwidth_gate_measures_every_twin_one_at_a_time_and_names_a_slow_o
     rendezvous.mkdir()
     tool = tmp_path / "ib_write_bw"
     tool.write_text("#!/bin/sh\nIB_WRITE_BW_STANDIN_DIR=%s exec %s %s \"$@\"\n"
-                    % (rendezvous, sys.executable, os.path.join(DOUBLES, "bin", "ib_write_bw")))
+                    % (rendezvous, sys.executable, os.path.join(DOUBLES, "bin", "ib_write_bw.py")))
     tool.chmod(0o755)
     head_ib, head_net = spark(tmp_path / "head", "127.0.0.1", "127.0.1.1")
     worker_ib, worker_net = spark(tmp_path / "worker", "127.0.0.2", "127.0.1.2")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Stand-in for perftest's ib_write_bw (the RDMA devices are hardware).
 
 Takes the options the network_gate role passes (perftest's
