@@ -119,24 +119,13 @@ def read_text(path):
     return data.decode("utf-8", errors="surrogateescape").rstrip()
 
 
-def _broken(path, text):
-    try:
-        config_check.sources({path: text}, from_yaml)
-    except Exception:  # pylint: disable=broad-except
-        return True
-    return False
-
-
 def config_sources(directories):
     """{specs, spec_names, known} of the files under ``directories``."""
     texts = dict((path, read_text(path)) for path in collection_paths(directories))
     try:
         return config_check.sources(texts, from_yaml)
-    except Exception as exc:  # a spec file that does not parse, or has no argument_specs mapping
-        culprit = next((path for path, text in texts.items()
-                        if config_check.SPEC_FILE.search(path) and _broken(path, text)), None)
-        where = "%s: " % culprit if culprit else ""
-        raise AnsibleLookupError("config_sources: %s%s" % (where, exc)) from exc
+    except ValueError as exc:  # a spec file that does not parse, or has no argument_specs mapping: named
+        raise AnsibleLookupError("config_sources: %s" % exc) from exc
 
 
 class LookupModule(LookupBase):

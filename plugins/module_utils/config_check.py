@@ -646,13 +646,18 @@ def mentioned_names(texts):
     return _unique(name for text in texts for name in NAME.findall(text or ""))
 
 
+def _entry_points(document):
+    """The argument_specs mapping of a parsed argument_specs.yml; ValueError if it has none."""
+    if not isinstance(document, dict) or not isinstance(document.get("argument_specs"), dict):
+        raise ValueError("an argument_specs.yml without an argument_specs mapping")
+    return document["argument_specs"]
+
+
 def spec_option_names(documents):
     """The option names of every entry point of every parsed argument_specs.yml, once each, in order."""
     names = []
     for document in documents or []:
-        if not isinstance(document, dict) or not isinstance(document.get("argument_specs"), dict):
-            raise ValueError("an argument_specs.yml without an argument_specs mapping")
-        for entry in document["argument_specs"].values():
+        for entry in _entry_points(document).values():
             names.extend(list((entry or {}).get("options") or {}))
     return _unique(names)
 
@@ -663,9 +668,18 @@ def sources(texts, load):
     ``texts`` maps each file's path to its text, in the order to read them;
     ``load`` parses YAML (the config_sources lookup passes Ansible's own from_yaml). Returns
     {"specs": [the parsed argument_specs.yml files], "spec_names": [every
-    declared variable], "known": [every NAME in any file]}.
+    declared variable], "known": [every NAME in any file]}. A spec file that
+    does not parse or has no argument_specs mapping raises ValueError naming it.
     """
-    specs = [load(text) for path, text in texts.items() if SPEC_FILE.search(path)]
+    specs = []
+    for path, text in texts.items():
+        if SPEC_FILE.search(path):
+            try:
+                document = load(text)
+                _entry_points(document)
+            except Exception as exc:  # whatever ``load`` raises for a file that does not parse
+                raise ValueError("%s: %s" % (path, exc)) from exc
+            specs.append(document)
     return {"specs": specs, "spec_names": spec_option_names(specs), "known": mentioned_names(texts.values())}
 
 
