@@ -181,21 +181,14 @@ def _real_ib_write_bw(argv):
     return done.returncode, done.stdout + done.stderr
 
 
-def _twin(name):
-    return {"name": name, "port": 1, "netdev": "n", "state": "4: ACTIVE", "rate": "200", "mtu": 9000,
-            "pcie_speed": "32.0 GT/s PCIe", "pcie_width": "4"}
-
-
 def test_the_ib_write_bw_standin_parses_what_the_real_one_parses_and_refuses_what_it_refuses(tmp_path):
     standin = runpy.run_path(IB_WRITE_BW, run_name="ib_write_bw_standin")
     rc, usage = _real_ib_write_bw(["--help"])
     assert "ib_write_bw <host>     connect to server at <host>" in usage, usage[:2000]  # --help exits 1
     # The role's exact command lines (ib_bw_check's plan), server's and client's.
     declared = []
-    node = {"twins": [_twin("rocep1s0f1"), _twin("roceP2p1s0f1")], "addresses": ["10.0.0.1/24", "10.0.1.1/24"],
-            "gid_indexes": [3, 3], "host": "head"}
-    worker = dict(node, host="worker", addresses=["10.0.0.2/24", "10.0.1.2/24"])
-    pairs = perftest.schedule(perftest.plan_pairs(node, worker, duration=5), 5)
+    pairs = perftest.schedule(perftest.plan_pairs(sysfs.fabric_node("head", 1), sysfs.fabric_node("worker", 2),
+                                                  duration=5), 5)
     for pair in pairs:
         for argv in (pair["server_argv"], pair["client_argv"]):
             declared += [arg for arg in argv[1:] if arg.startswith("-")]

@@ -1,4 +1,4 @@
-"""A fake /sys/class/infiniband tree: the GID table of one RDMA port."""
+"""Fake /sys/class/infiniband trees (the GID table of one RDMA port, a Spark's CX7) and the fabric facts read from them."""
 import os
 
 HCA = "rocep1s0f1"
@@ -80,3 +80,16 @@ def spark(root, address="192.168.100.1", twin1_address="192.168.101.1", extra=No
         make_device(root, "roceP2p1s0f%s" % fn, "0002:01:00.%s" % fn, "enP2p1s0f%snp%s" % (fn, fn),
                     gid_table(twin1_address if on else None), state)
     return os.path.join(str(root), "ib"), os.path.join(str(root), "net")
+
+
+def fabric_twin(name, netdev, mtu=9000):
+    """One twin as the fabric role's facts describe it (rdma_netdev_info), link up at Gen5 x4."""
+    return {"name": name, "port": 1, "netdev": netdev, "state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)",
+            "mtu": mtu, "pcie_speed": "32.0 GT/s PCIe", "pcie_width": "4"}
+
+
+def fabric_node(host, last, gid=3, mtu1=9000):
+    """A Spark's fabric facts as network_gate reads them (both twins, 192.168.10{0,1}.<last>)."""
+    return {"host": host, "twins": [fabric_twin("rocep1s0f1", "enp1s0f1np1"),
+                                    fabric_twin("roceP2p1s0f1", "enP2p1s0f1np1", mtu1)],
+            "addresses": ["192.168.100.%d/24" % last, "192.168.101.%d/24" % last], "gid_indexes": [gid, gid]}

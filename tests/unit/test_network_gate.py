@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import peers, perftest
 from ansible_collections.laguna.spark.plugins.modules import ib_bw_check
 from helpers import DOUBLES
+from helpers.sysfs import fabric_node as node
 from helpers.collection import collections_path
 
 REC = os.path.join(DOUBLES, "recorded")
@@ -19,16 +20,6 @@ REC = os.path.join(DOUBLES, "recorded")
 def rec(*parts):
     with open(os.path.join(REC, *parts)) as fh:
         return fh.read()
-
-
-def twin(name, netdev, mtu=9000):
-    return {"name": name, "port": 1, "netdev": netdev, "state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)",
-            "mtu": mtu, "pcie_speed": "32.0 GT/s PCIe", "pcie_width": "4"}
-
-
-def node(host, last, gid=3, mtu1=9000):
-    return {"host": host, "twins": [twin("rocep1s0f1", "enp1s0f1np1"), twin("roceP2p1s0f1", "enP2p1s0f1np1", mtu1)],
-            "addresses": ["192.168.100.%d/24" % last, "192.168.101.%d/24" % last], "gid_indexes": [gid, gid]}
 
 
 def test_parse_ib_write_bw():
