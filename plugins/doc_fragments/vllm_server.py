@@ -44,3 +44,33 @@ attributes:
     support: full
     description: Only sends a GET request; the same result in check mode.
 """
+
+    # Modules that run the recipe's smoke test (module_utils/vllm_health.smoke();
+    # vllm_health.SMOKE_OPTIONS declares the option).
+    SMOKE = r"""
+options:
+  smoke:
+    description:
+      - The recipe's smoke test - one chat completion at temperature 0 - and how its answer is judged.
+    type: dict
+    suboptions:
+      model:
+        description: The served model name to ask.
+        type: str
+        required: true
+      prompt:
+        description: The question (the recipe's C(capital of France? one word)).
+        type: str
+        required: true
+      max_tokens:
+        description: The answer's length limit.
+        type: int
+        default: 8
+      expect:
+        description: Text the answer must hold (case aside); empty, any non-empty answer passes.
+        type: str
+        default: ""
+      timeout:
+        description: Seconds to wait for the answer; unset, the module's own timeout (its description says which).
+        type: int
+"""

@@ -6,7 +6,11 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+import re
+
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.laguna.spark.plugins.module_utils import files, procs
 
@@ -145,6 +149,71 @@ RSYNC_PARTIAL = os.path.join(".cache", "laguna-rsync-partial")
 RSYNC_TMP = os.path.join(".cache", "laguna-rsync-tmp")
 
 
+DEFAULT_HUB = "https://huggingface.co"
+# A revision that names its commit (a full git sha1) cannot move.
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def hub_fetcher(endpoint=None, token=None, timeout=30, opener=open_url):
+    """(endpoint, fetch): the Hub to ask (``endpoint``, else E(HF_ENDPOINT), else
+    huggingface.co) and fetch(url) -> the decoded JSON of a GET, sent with the
+    token (``token``, else E(HF_TOKEN)) as hf does; raises on errors."""
+    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_HUB
+    token = token or os.environ.get("HF_TOKEN")
+    headers = {"Accept": "application/json", "User-Agent": "laguna.spark"}
+    if token:
+        headers["Authorization"] = "Bearer %s" % token
+
+    def fetch(url):
+        response = opener(url, headers=headers, timeout=timeout, follow_redirects="safe")
+        return json.loads(response.read().decode("utf-8"))
+
+    return endpoint, fetch
+
+
+def hub_commit(fetch, endpoint, repo, revision="main", repo_type="model"):
+    """The commit ``revision`` (a branch, tag or commit) of ``repo`` is on the Hub now."""
+    info = fetch("%s/api/%ss/%s/revision/%s" % (endpoint.rstrip("/"), repo_type, repo, revision))
+    commit = info.get("sha") if isinstance(info, dict) else None
+    if not commit:
+        raise ValueError("the Hub returned no commit for %s@%s" % (repo, revision))
+    return commit
+
+
+def pinned(revision, commit):
+    """Whether ``revision`` is the commit itself (a sha cannot move; a branch or tag can)."""
+    return bool(_COMMIT.fullmatch(revision or "")) and revision == commit
+
+
+def moved_revisions(staged, fetch, endpoint):
+    """Sentences for each staged {repo, revision, commit} whose revision is on
+    another commit now (or that the Hub cannot tell); empty when none moved.
+    A revision that is its own commit is not asked."""
+    reasons = []
+    for entry in staged:
+        repo, revision, commit = entry.get("repo"), entry.get("revision"), entry.get("commit")
+        if pinned(revision, commit):
+            continue
+        try:
+            now = hub_commit(fetch, endpoint, repo, revision)
+        except Exception as exc:  # HTTPError, URLError, ValueError: the Hub cannot tell
+            reasons.append("cannot ask %s which commit %s@%s is on: %s" % (endpoint, repo, revision, exc))
+            continue
+        if now != commit:
+            reasons.append("%s@%s moved on the Hub to commit %s (staged: %s)" % (repo, revision, now, commit))
+    return reasons
+
+
+def staged_revisions(manifests):
+    """[{repo, revision, commit}] of hf_repo_manifest's results (a loop's, or one), in order."""
+    found = []
+    for result in manifests or []:
+        if isinstance(result, dict) and result.get("repo") and result.get("commit"):
+            found.append({"repo": result["repo"], "revision": result.get("revision") or "main",
+                          "commit": result["commit"]})
+    return found
+
+
 def hub_manifest(fetch, endpoint, repo, revision="main", repo_type="model"):
     """What the Hub publishes for ``repo`` at ``revision``.
 
@@ -154,10 +223,7 @@ def hub_manifest(fetch, endpoint, repo, revision="main", repo_type="model"):
     for a regular git file, which is checked by its git blob id instead).
     """
     base = "%s/api/%ss/%s" % (endpoint.rstrip("/"), repo_type, repo)
-    info = fetch("%s/revision/%s" % (base, revision))
-    commit = info.get("sha")
-    if not commit:
-        raise ValueError("the Hub returned no commit for %s@%s" % (repo, revision))
+    commit = hub_commit(fetch, endpoint, repo, revision, repo_type)
     files = {}
     url = "%s/tree/%s?recursive=true&expand=false" % (base, commit)
     for entry in fetch(url):

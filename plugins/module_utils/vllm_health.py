@@ -27,11 +27,12 @@ from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import
 HEALTHY, HUNG, DOWN, UNHEALTHY = "healthy", "hung", "down", "unhealthy"
 
 
-def server_module(default_timeout):
-    """The AnsibleModule of a module that only sends a GET to vLLM's API: its
-    options (url, api_key, timeout; doc fragment vllm_server), the timeout
-    checked (at least 1 s)."""
-    module = new_module(dict(vllm_client.server_options(), timeout=dict(type="int", default=default_timeout)))
+def server_module(default_timeout, **options):
+    """The AnsibleModule of a module that sends requests to vLLM's API: its
+    options (url, api_key, timeout; doc fragment vllm_server, and the
+    module's own ``options``), the timeout checked (at least 1 s)."""
+    module = new_module(dict(vllm_client.server_options(), timeout=dict(type="int", default=default_timeout),
+                             **options))
     if module.params["timeout"] < 1:
         module.fail_json(msg="timeout must be at least 1 second, not %d" % module.params["timeout"])
     return module
@@ -99,6 +100,97 @@ def models(base_url, timeout, opener=open_url, api_key=None):
     except (ValueError, AttributeError, UnicodeDecodeError):
         return {"up": True, "status": status, "models": [], "detail": "HTTP 200, but not a model list"}
     return {"up": True, "status": status, "models": ids, "detail": "HTTP 200"}
+
+
+# The counter of tokens vLLM's engine generated (PrometheusStatLogger's
+# vllm:generation_tokens): it moves whenever the engine steps for anyone.
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+# What one smoke test found. ANSWERED is the only success; HUNG (no answer
+# within the timeout and no token generated meanwhile: the engine is wedged)
+# is the one a restart clears; BUSY (no answer while the engine generated
+# for other requests) is not a fault.
+ANSWERED, WRONG, FAILED, BUSY = "answered", "wrong", "failed", "busy"
+
+
+# The smoke option of the modules that run it (doc fragment vllm_server.smoke).
+SMOKE_OPTIONS = dict(type="dict", options=dict(
+    model=dict(type="str", required=True), prompt=dict(type="str", required=True),
+    max_tokens=dict(type="int", default=8, no_log=False), expect=dict(type="str", default=""), timeout=dict(type="int")))
+
+
+def smoke_request(model, prompt, max_tokens):
+    """The recipe's smoke test as vLLM's chat API takes it: one user message at temperature 0."""
+    return {"model": model, "temperature": 0, "max_tokens": int(max_tokens), "messages": vllm_client.user(prompt)}
+
+
+def generated_tokens(base_url, timeout, api_key=None, sums=vllm_client.metric_sums):
+    """vLLM's generated-token counter now, or None when /metrics does not answer."""
+    try:
+        return sums(base_url, timeout, api_key).get(GENERATION_TOKENS)
+    except Exception:  # a server that does not answer has no count; the caller judges
+        return None
+
+
+def smoke(base_url, model, prompt, max_tokens, expect, timeout, api_key=None,
+          post=vllm_client.post_json, sums=vllm_client.metric_sums, clock=time.monotonic):
+    """Run the smoke test once and judge it: {state, ok, content, completion_tokens, seconds, message}.
+
+    ``state``: ANSWERED (text that holds ``expect``, case aside; any text
+    when ``expect`` is empty), WRONG (an answer without it), FAILED (an HTTP
+    error or not a completion), DOWN (refused), HUNG or BUSY when nothing
+    answered within ``timeout`` seconds: HUNG when vLLM's generated-token
+    counter did not move meanwhile (or /metrics did not answer either),
+    BUSY when it did. A vLLM whose engine is wedged lists its models and
+    answers /health while no request finishes: only a generation shows it.
+    ``message`` says what was found, in one sentence for the run's output.
+    """
+    url = base_url.rstrip("/")
+    asked = "%s to %s at temperature 0" % (model, json.dumps(prompt))
+    before = generated_tokens(url, min(timeout, 10), api_key, sums)
+    start = clock()
+    result = {"ok": False, "content": None, "completion_tokens": None}
+    try:
+        answer = post(url + "/v1/chat/completions", smoke_request(model, prompt, max_tokens), timeout, api_key)
+    except vllm_client.ServerError as exc:  # the server's own explanation (401 included)
+        result.update(state=FAILED, message="The smoke test (%s) failed: %s" % (asked, exc))
+    except Exception as exc:  # timeouts and refusals, as the /health probe tells them
+        state = classify(exc)
+        if state == HUNG:
+            after = generated_tokens(url, min(timeout, 10), api_key, sums)
+            moved = before is not None and after is not None and after > before
+            state = BUSY if moved else HUNG
+            why = ("vLLM generated %d tokens for other requests meanwhile: it is busy, not hung" % (after - before)
+                   if moved else "vLLM generated no token meanwhile: its engine is wedged, and a restart clears it")
+            result.update(state=state, message="The smoke test (%s) got no answer within %s s; %s."
+                          % (asked, timeout, why))
+        else:
+            result.update(state=DOWN if state == DOWN else FAILED, message="The smoke test (%s) got no answer: %s"
+                          % (asked, getattr(exc, "reason", exc)))
+    else:
+        try:
+            content = answer["choices"][0]["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            content = None
+        if content is None:
+            result.update(state=FAILED, message="The smoke test (%s) got no completion: %s"
+                          % (asked, json.dumps(answer)[:2000]))
+        else:
+            tokens = (answer.get("usage") or {}).get("completion_tokens")
+            ok = bool(content.strip()) and (expect or "").lower() in content.lower()
+            result.update(content=content, completion_tokens=tokens, ok=ok, state=ANSWERED if ok else WRONG)
+            result["message"] = ("%s tokens: %s" % ("?" if tokens is None else tokens, _shortened(content)) if ok else
+                                 "%s answered %s to %s at temperature 0, expected %s: a wrong or empty answer from a "
+                                 "healthy API means wrong weights (a bad shard: rerun --tags staging) or a broken "
+                                 "patch (--tags vllm_patch). Full response: %s"
+                                 % (model, json.dumps(content), json.dumps(prompt), json.dumps(expect),
+                                    json.dumps(answer)[:2000]))
+    result["seconds"] = round(clock() - start, 3)
+    return result
+
+
+def _shortened(text, most=80):
+    text = " ".join(text.split())
+    return text if len(text) <= most else text[:most - 3] + "..."
 
 
 def down_message(url, waited, unit, active_state, result, journal_lines, tensor_parallel_size, keep=15):

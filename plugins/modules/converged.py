@@ -22,6 +22,11 @@ description:
     answer within O(url_timeout) seconds, and returns RV(converged) only when
     the inputs' fingerprint, every piece of evidence and every URL agree. The
     playbook skips the roles only when every node of the play says so.
+  - O(smoke) is recorded with O(state=record); each check then runs the
+    same smoke test as the verification (module_utils/vllm_health.smoke())
+    against O(api_url) once every URL answered, within O(url_timeout)
+    seconds (O(smoke.timeout) is not used). A vLLM that lists its model
+    while its engine is wedged, or whose answer is wrong, is not converged.
   - A file's stat includes its ctime, which any write or metadata change
     moves, so a changed model shard, patched file, key or netplan file is
     seen without reading it.
@@ -29,7 +34,7 @@ attributes:
   check_mode:
     support: full
     description: O(state=check) only reads; O(state=record) writes nothing in check mode.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.vllm_server.smoke]
 options:
   state:
     description:
@@ -128,15 +133,35 @@ options:
     type: int
     default: 5
   api_key:
-    description: Sent as a Bearer token with each of O(urls) (vLLM's C(/v1) paths want it when it has a key). Never logged or recorded.
+    description: Sent as a Bearer token with each of O(urls) and the smoke test (vLLM's C(/v1) paths want it when it has a key). Never logged or recorded.
+    type: str
+  hub_manifests:
+    description:
+      - The results of M(laguna.spark.hf_repo_manifest) for each checkpoint
+        staged in this run (the staging role's C(staging_hubs.results)); the
+        repo, revision and commit of each are recorded with O(state=record).
+      - Each check then asks the Hub (E(HF_ENDPOINT), else huggingface.co,
+        with E(HF_TOKEN), from the staging role's environment) which commit each
+        revision is on now, within O(url_timeout) seconds, as the staging role
+        does; a branch or tag that moved is not converged. A revision that is
+        its own commit is not asked.
+    type: list
+    elements: dict
+    default: []
+  api_url:
+    description:
+      - The vLLM server that O(smoke) asks (the head's, C(laguna_api_url)).
+      - Required with O(smoke).
     type: str
   tree_limit:
     description: Most entries a tree may hold (a bound on the scan).
     type: int
     default: 100000
 notes:
-  - O(units), O(trees), O(paths), O(reads), O(netdevs), O(hcas), O(processes), O(nvidia_smi)
-    and O(urls) are used with O(state=record); a check reads them from the record.
+  - O(units), O(trees), O(paths), O(reads), O(netdevs), O(hcas), O(processes), O(nvidia_smi),
+    O(urls), O(api_url), O(smoke) and O(hub_manifests) are used with O(state=record); a check reads them from the record.
+  - A check names every difference it finds, the Hub's, the URLs' and the smoke test's included
+    (the smoke test runs once every URL answered).
   - The record is the collection's memory of its own last verification, not
     a setting of the node, so writing it does not report a change.
 author:
@@ -161,6 +186,11 @@ EXAMPLES = r"""
     units: [laguna-ray-head, laguna-vllm]
     trees: [/home/spark/models/hf/Laguna-S-2.1-FP8]
     urls: [http://127.0.0.1:8000/v1/models]
+    api_url: http://127.0.0.1:8000
+    smoke:
+      model: laguna-s-2.1
+      prompt: capital of France? one word
+      expect: Paris
   become: true
   become_user: spark
 """
@@ -199,11 +229,11 @@ import json
 import os
 import pwd
 
-from ansible_collections.laguna.spark.plugins.module_utils import converged, files, gpu_procs, vllm_health
+from ansible_collections.laguna.spark.plugins.module_utils import converged, files, gpu_procs, model_stage, vllm_health
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
-SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit")
+SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit", "api_url", "smoke")
 
 
 def default_path():
@@ -237,6 +267,24 @@ def probe_urls(urls, timeout, api_key=None):
     return reasons
 
 
+def probe_smoke(spec, timeout, api_key=None):
+    """The smoke test of the record's spec (none: no reason), as the verification runs it."""
+    smoke = spec.get("smoke")
+    if not smoke or not spec.get("api_url"):
+        return []
+    found = vllm_health.smoke(spec["api_url"], smoke["model"], smoke["prompt"], smoke.get("max_tokens") or 8,
+                              smoke.get("expect") or "", timeout, api_key=api_key)
+    return [] if found["ok"] else [found["message"]]
+
+
+def probe_hub(spec, timeout):
+    """The staged revisions of the record's spec that moved on the Hub (as the staging role asks it)."""
+    if not spec.get("hub"):
+        return []
+    endpoint, fetch = model_stage.hub_fetcher(timeout=timeout)
+    return model_stage.moved_revisions(spec["hub"], fetch, endpoint)
+
+
 def write(module, path, record):
     files.write_atomic(module, path, json.dumps(record, sort_keys=True), dir_mode=0o700, prefix=".converged.")
 
@@ -262,8 +310,12 @@ def main():
         urls=dict(type="list", elements="str", default=[]),
         url_timeout=dict(type="int", default=5),
         api_key=dict(type="str", no_log=True),
+        hub_manifests=dict(type="list", elements="dict", default=[]),
+        api_url=dict(type="str"),
+        smoke=vllm_health.SMOKE_OPTIONS,
         tree_limit=dict(type="int", default=100000),
-    ), required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])])
+    ), required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])],
+        required_by={"smoke": "api_url"})
     p = module.params
     path = p["path"] or default_path()
     fingerprint = p["fingerprint"] if p["state"] == "record" else converged.fingerprint(p["inputs"])
@@ -275,6 +327,7 @@ def main():
         spec = dict((key, p[key]) for key in SPEC_KEYS)
         spec["reads"] = p["reads"] + converged.netdev_reads(p["sysfs_net"], p["netdevs"])
         spec["gid_tables"] = [dict(sysfs_root=p["sysfs_infiniband"], hca=hca, port=p["hca_port"]) for hca in p["hcas"]]
+        spec["hub"] = model_stage.staged_revisions(p["hub_manifests"])
         try:
             evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))
         except ValueError as exc:
@@ -296,9 +349,10 @@ def main():
             now = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))
         except ValueError as exc:
             now = {"error": str(exc)}
-        ok, reasons = converged.check(record, fingerprint, now)
-        if ok:
-            reasons = probe_urls(spec.get("urls") or [], p["url_timeout"], p["api_key"])
+        # Every difference is named: the evidence's, the Hub's, the API's.
+        reasons = converged.check(record, fingerprint, now)[1] + probe_hub(spec, p["url_timeout"])
+        unanswered = probe_urls(spec.get("urls") or [], p["url_timeout"], p["api_key"])
+        reasons += unanswered or probe_smoke(spec, p["url_timeout"], p["api_key"])
     result.update(converged=not reasons, reasons=reasons)
     module.exit_json(**result)
 

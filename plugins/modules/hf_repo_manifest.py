@@ -59,6 +59,16 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+repo:
+  description: O(repo), as asked.
+  returned: always
+  type: str
+  sample: poolside/Laguna-S-2.1-FP8
+revision:
+  description: O(revision), as asked (the fast no-op path records it with RV(commit), to see a branch move).
+  returned: always
+  type: str
+  sample: main
 commit:
   description: The commit O(revision) resolves to.
   returned: always
@@ -73,10 +83,6 @@ total_bytes:
   type: int
 """
 
-import json
-import os
-
-from ansible.module_utils.urls import open_url
 from ansible_collections.laguna.spark.plugins.module_utils import model_stage
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
@@ -90,21 +96,12 @@ def main():
         timeout=dict(type="int", default=30),
     ))
     p = module.params
-    endpoint = p["endpoint"] or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    token = p["token"] or os.environ.get("HF_TOKEN")
-    headers = {"Accept": "application/json", "User-Agent": "laguna.spark"}
-    if token:
-        headers["Authorization"] = "Bearer %s" % token
-
-    def fetch(url):
-        response = open_url(url, headers=headers, timeout=p["timeout"], follow_redirects="safe")
-        return json.loads(response.read().decode("utf-8"))
-
+    endpoint, fetch = model_stage.hub_fetcher(p["endpoint"], p["token"], p["timeout"])
     try:
         commit, files = model_stage.hub_manifest(fetch, endpoint, p["repo"], p["revision"])
     except Exception as exc:  # HTTPError, URLError, ValueError: all mean "cannot tell"
         module.fail_json(msg="cannot read %s@%s from %s: %s" % (p["repo"], p["revision"], endpoint, exc))
-    module.exit_json(changed=False, commit=commit, files=files,
+    module.exit_json(changed=False, repo=p["repo"], revision=p["revision"], commit=commit, files=files,
                      total_bytes=sum(f["size"] for f in files.values()))
 
 

@@ -19,14 +19,26 @@ description:
     state in which a restart helps. Anything else is C(unhealthy).
   - vLLM does not guard C(/health) with O(api_key) itself; the key matters to
     a proxy in front that does. A 401 is C(unhealthy), and its RV(detail) names the fix.
+  - With O(smoke), a server whose C(/health) answers also gets the recipe's
+    smoke test (one chat completion at temperature 0, the same request and
+    judgement as the site run's verification and the fast no-op path's
+    check). vLLM's C(/health) and C(/v1/models) answer while its engine is
+    wedged (a hung collective); only a generation shows it. No answer
+    within O(smoke.timeout) (default O(timeout)) while vLLM's generated-token counter
+    (C(vllm:generation_tokens_total)) stands still makes the state C(hung);
+    one that moved meanwhile is a busy server, not a hung one.
   - Read-only.
 options:
   timeout:
-    description: Seconds to wait for the answer.
+    description: Seconds to wait for the answer to C(GET /health).
     type: int
     default: 30
+attributes:
+  check_mode:
+    support: full
+    description: Sends C(GET /health) and, with O(smoke), one chat completion, which changes nothing; the same result in check mode.
 extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.vllm_server,
-                                  laguna.spark.vllm_server.one_get]
+                                  laguna.spark.vllm_server.smoke]
 author:
   - laguna-spark developers (!UNKNOWN)
 """
@@ -36,6 +48,17 @@ EXAMPLES = r"""
   laguna.spark.vllm_health:
     url: http://127.0.0.1:8000
     timeout: 30
+  register: health
+
+- name: Is it hung, its engine included?
+  laguna.spark.vllm_health:
+    url: http://127.0.0.1:8000
+    api_key: "{{ vllm_serve_api_key }}"
+    timeout: 30
+    smoke:
+      model: laguna-s-2.1
+      prompt: capital of France? one word
+      expect: Paris
   register: health
 """
 
@@ -59,16 +82,55 @@ detail:
   returned: always
   type: str
   sample: timed out
+smoke:
+  description: What the smoke test found (with O(smoke) and a C(/health) that answered).
+  returned: when O(smoke) is set and C(/health) answered HTTP 200
+  type: dict
+  contains:
+    state:
+      description: C(answered), C(wrong), C(failed), C(down), C(hung) or C(busy).
+      type: str
+      sample: answered
+    ok:
+      description: Whether the answer holds O(smoke.expect).
+      type: bool
+    content:
+      description: The answer's text (null without one).
+      type: str
+      sample: Paris
+    completion_tokens:
+      description: The answer's length in tokens, as the server counts it.
+      type: int
+      sample: 2
+    seconds:
+      description: How long the request took.
+      type: float
+    message:
+      description: What was found, in one sentence (the failure message when O(smoke) did not pass).
+      type: str
+      sample: "2 tokens: Paris"
 """
 
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 
 
 def main():
-    module = vllm_health.server_module(default_timeout=30)
-    state, status, seconds, detail = vllm_health.probe(
-        module.params["url"].rstrip("/") + "/health", module.params["timeout"], api_key=module.params["api_key"])
-    module.exit_json(changed=False, state=state, status=status, seconds=seconds, detail=detail)
+    module = vllm_health.server_module(default_timeout=30, smoke=vllm_health.SMOKE_OPTIONS)
+    p = module.params
+    url = p["url"].rstrip("/")
+    state, status, seconds, detail = vllm_health.probe(url + "/health", p["timeout"], api_key=p["api_key"])
+    result = dict(changed=False, state=state, status=status, seconds=seconds, detail=detail)
+    smoke = p["smoke"]
+    if smoke and state == vllm_health.HEALTHY:
+        timeout = smoke["timeout"] or p["timeout"]
+        if timeout < 1 or smoke["max_tokens"] < 1:
+            module.fail_json(msg="smoke.timeout and smoke.max_tokens must be at least 1, not %d and %d"
+                             % (timeout, smoke["max_tokens"]))
+        result["smoke"] = vllm_health.smoke(url, smoke["model"], smoke["prompt"], smoke["max_tokens"],
+                                            smoke["expect"], timeout, api_key=p["api_key"])
+        if result["smoke"]["state"] == vllm_health.HUNG:  # a wedged engine: a restart clears it
+            result.update(state=vllm_health.HUNG, detail=result["smoke"]["message"])
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

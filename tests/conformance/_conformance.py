@@ -1,6 +1,7 @@
 """Shared by the conformance tests and their conftest (a unique module name: the
 unit tests' conftest is also imported as `conftest`)."""
 
+import ast
 import json
 import os
 import subprocess
@@ -35,3 +36,15 @@ def replace_value(argv, flag, value):
     argv = list(argv)
     argv[argv.index(flag) + 1] = value
     return argv
+
+
+def source_tree(package_dir, relpath):
+    """The parsed source of ``relpath`` in an installed package (vLLM's, Ray's)."""
+    path = os.path.join(package_dir, relpath)
+    with open(path) as handle:
+        return ast.parse(handle.read(), path)
+
+
+def function(tree, name):
+    """The first (async) function definition called ``name`` in ``tree``."""
+    return next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, prometheus
+from ansible_collections.laguna.spark.plugins.module_utils import bench_stats, prometheus, vllm_health
 from _conformance import METRICS_DRAFTS
 from helpers import standin
 
@@ -151,3 +151,11 @@ def test_every_counter_has_its_created_series_as_in_vllm(real, standin_text):
     assert {name: created.get(name) for name in totals} == totals
     ours, ours_created = _counters(standin_text)
     assert "vllm:prompt_tokens" in ours and {name: ours_created.get(name) for name in ours} == ours
+
+
+def test_the_generated_token_counter_the_smoke_test_reads_is_vllms(real, standin_text):
+    # vllm_health.smoke() tells a wedged engine (the counter stands still) from
+    # a busy one (it moves) by this counter: it must be vLLM's, and the stand-in's.
+    for text in (real["text"], standin_text):
+        assert vllm_health.GENERATION_TOKENS in prometheus.sums(text)
+        assert "# TYPE %s counter" % vllm_health.GENERATION_TOKENS in text

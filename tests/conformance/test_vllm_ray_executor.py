@@ -19,7 +19,7 @@ import types
 
 import pytest
 
-from _conformance import METRICS_DRAFTS, run_in_venv
+from _conformance import METRICS_DRAFTS, function, run_in_venv, source_tree
 from helpers import standin as standin_vllm
 
 GiB = 1 << 30
@@ -125,32 +125,23 @@ def test_the_placement_wait_doubles_from_10_s_and_gives_up_as_vllm_does(real, st
     assert never["elapsed"] == 2550 and len(never["lines"]) == 8
 
 
-def _function(tree, name):
-    return next(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name)
-
-
-def _source(vllm_src, relpath):
-    path = os.path.join(vllm_src, relpath)
-    return ast.parse(open(path).read(), path)
-
-
 def _keywords(call):
     return {k.arg: ast.unparse(k.value) for k in call.keywords}
 
 
 def test_the_placement_group_is_pack_with_one_gpu_per_rank_and_nothing_on_the_driver(vllm_src, standin):
-    init = _function(_source(vllm_src, "v1/executor/ray_utils.py"), "initialize_ray_cluster")
+    init = function(source_tree(vllm_src, "v1/executor/ray_utils.py"), "initialize_ray_cluster")
     calls = [n for n in ast.walk(init) if isinstance(n, ast.Call) and ast.unparse(n.func) == "ray.util.placement_group"]
     assert [_keywords(c).get("strategy") for c in calls] == ["'PACK'"]
     specs = [n for n in ast.walk(init) if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "placement_group_specs"]
     assert ast.unparse(specs[0].value) == "[{device_str: 1.0} for _ in range(parallel_config.world_size)]"
-    v2 = _source(vllm_src, "v1/executor/ray_executor_v2.py")
-    init_calls = [n for n in ast.walk(_function(v2, "_init_executor")) if isinstance(n, ast.Call)
+    v2 = source_tree(vllm_src, "v1/executor/ray_executor_v2.py")
+    init_calls = [n for n in ast.walk(function(v2, "_init_executor")) if isinstance(n, ast.Call)
                   and ast.unparse(n.func) == "initialize_ray_cluster"]
     assert [_keywords(c).get("require_gpu_on_driver") for c in init_calls] == ["False"]
     assert standin.executor.placement_group_specs(2) == TWO
     ours = ast.parse(open(standin.executor.__file__).read())
-    pg = [n for n in ast.walk(_function(ours, "initialize_ray_cluster")) if isinstance(n, ast.Call)
+    pg = [n for n in ast.walk(function(ours, "initialize_ray_cluster")) if isinstance(n, ast.Call)
           and ast.unparse(n.func) == "placement_group"]
     assert [_keywords(c).get("strategy") for c in pg] == ["'PACK'"]
 
@@ -170,18 +161,18 @@ def test_actor_names_are_vllms(real, standin):
 # -- the rank actor and the monitor ------------------------------------------
 
 def test_the_rank_actor_is_ray_worker_proc_and_the_monitor_watches_its_run(vllm_src, standin):
-    v2 = _source(vllm_src, "v1/executor/ray_executor_v2.py")
+    v2 = source_tree(vllm_src, "v1/executor/ray_executor_v2.py")
     classes = {n.name: n for n in v2.body if isinstance(n, ast.ClassDef)}
     methods = {f.name for f in classes["RayWorkerProc"].body if isinstance(f, ast.FunctionDef)}
     assert "run" in methods
     remote = [n for n in ast.walk(v2) if isinstance(n, ast.Call) and ast.unparse(n) == "ray.remote(RayWorkerProc)"]
     assert remote, "RayExecutorV2 no longer makes its actors from RayWorkerProc"
-    options = [n for n in ast.walk(_function(v2, "_init_executor")) if isinstance(n, ast.Call)
+    options = [n for n in ast.walk(function(v2, "_init_executor")) if isinstance(n, ast.Call)
                and isinstance(n.func, ast.Attribute) and n.func.attr == "options"]
     assert _keywords(options[0])["num_cpus"] == "0" and _keywords(options[0])["runtime_env"] == "runtime_env"
     # the sentinel the monitor waits on is each actor's run() call
     assert any(ast.unparse(n) == "self.actor.run.remote()" for n in ast.walk(v2))
-    waits = [n for n in ast.walk(_function(v2, "start_worker_monitor")) if isinstance(n, ast.Call)
+    waits = [n for n in ast.walk(function(v2, "start_worker_monitor")) if isinstance(n, ast.Call)
              and ast.unparse(n.func) == "ray.wait"]
     assert [_keywords(w) for w in waits] == [{"num_returns": "1", "timeout": "5.0"}]
     assert standin.executor.MONITOR_WAIT_S == 5.0
@@ -189,19 +180,19 @@ def test_the_rank_actor_is_ray_worker_proc_and_the_monitor_watches_its_run(vllm_
     assert callable(standin.executor.RayWorkerProc.run)
     ours = ast.parse(open(standin.executor.__file__).read())
     assert any(ast.unparse(n) == "ray.remote(RayWorkerProc)" for n in ast.walk(ours))
-    ours_options = [n for n in ast.walk(_function(ours, "start")) if isinstance(n, ast.Call)
+    ours_options = [n for n in ast.walk(function(ours, "start")) if isinstance(n, ast.Call)
                     and isinstance(n.func, ast.Attribute) and n.func.attr == "options"]
     assert _keywords(ours_options[0])["num_cpus"] == "0" and _keywords(ours_options[0])["num_gpus"] == "1"
     # VLLM_RAY_PER_WORKER_GPUS, the actors' num_gpus, is 1.0 unless set
-    envs = ast.unparse(_source(vllm_src, "envs.py"))
+    envs = ast.unparse(source_tree(vllm_src, "envs.py"))
     assert "'VLLM_RAY_PER_WORKER_GPUS': lambda: float(os.getenv('VLLM_RAY_PER_WORKER_GPUS', '1.0'))" in envs
 
 
 def test_the_actors_runtime_env_sets_vllms_noset_variables(real, vllm_src, standin):
-    build = _function(_source(vllm_src, "v1/executor/ray_executor_v2.py"), "_build_runtime_env")
+    build = function(source_tree(vllm_src, "v1/executor/ray_executor_v2.py"), "_build_runtime_env")
     assert "env_vars.update({v: '1' for v in current_platform.ray_noset_device_env_vars})" in ast.unparse(build)
     assert real["constants"]["noset"] == standin.executor.RAY_NOSET_DEVICE_ENV_VARS
-    start = ast.unparse(_function(ast.parse(open(standin.executor.__file__).read()), "start"))
+    start = ast.unparse(function(ast.parse(open(standin.executor.__file__).read()), "start"))
     assert "runtime_env = {'env_vars': {name: '1' for name in RAY_NOSET_DEVICE_ENV_VARS}}" in start
 
 
@@ -227,9 +218,10 @@ FILES = {"ray_utils.py": "v1/executor/ray_utils.py", "ray_executor_v2.py": "v1/e
          "gpu_worker.py": "v1/worker/gpu_worker.py", "metrics.py": "v1/spec_decode/metrics.py"}
 
 
-def log_calls(tree, anchor, function=None):
-    """[(format string, line)] of the calls whose first argument is a string holding anchor."""
-    scope = _function(tree, function) if function else tree
+def log_calls(tree, anchor, within=None):
+    """[(format string, line)] of the calls (in function ``within``, if given) whose first argument is a string
+    holding anchor."""
+    scope = function(tree, within) if within else tree
     return [(n.args[0].value, n.lineno) for n in ast.walk(scope) if isinstance(n, ast.Call) and n.args
             and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str) and anchor in n.args[0].value]
 
@@ -243,19 +235,19 @@ def test_each_line_is_vllms_and_logged_where_vllm_logs_it(vllm_src, standin):
     sites = dict(standin.executor.LOG_SITES, **standin.cli.LOG_SITES)
     ours = standin_strings(standin.executor) | standin_strings(standin.cli) | standin_strings(standin.metrics)
     assert set(sites) == set(ANCHORS) | {"kv_cache_reserved"}
-    for key, (anchor, function) in ANCHORS.items():
+    for key, (anchor, within) in ANCHORS.items():
         filename, line = sites[key].split(":")
-        found = log_calls(_source(vllm_src, FILES[filename]), anchor, function)
+        found = log_calls(source_tree(vllm_src, FILES[filename]), anchor, within)
         assert len(found) == 1, (key, found)
         fmt, lineno = found[0]
         assert int(line) == lineno, "%s: vLLM logs it at %s:%d" % (key, filename, lineno)
         assert fmt in ours, "%s: the stand-in does not write vLLM's %r" % (key, fmt)
     # "Initial free memory ...": logger.info(msg) in determine_available_memory
-    worker = _function(_source(vllm_src, "v1/worker/gpu_worker.py"), "determine_available_memory")
+    worker = function(source_tree(vllm_src, "v1/worker/gpu_worker.py"), "determine_available_memory")
     call = [n for n in ast.walk(worker) if isinstance(n, ast.Call) and ast.unparse(n) == "logger.info(msg)"]
     assert len(call) == 1 and sites["kv_cache_reserved"] == "gpu_worker.py:%d" % call[0].lineno
     assert standin.executor.WORKER_DIED == log_calls(
-        _source(vllm_src, FILES["ray_executor_v2.py"]), "died unexpectedly")[0][0]
+        source_tree(vllm_src, FILES["ray_executor_v2.py"]), "died unexpectedly")[0][0]
 
 
 def test_the_kv_cache_and_spec_decoding_lines_are_vllms(real, standin):
@@ -275,12 +267,12 @@ def test_the_kv_cache_and_spec_decoding_lines_are_vllms(real, standin):
 
 
 def test_the_stats_interval_is_vllms(vllm_src, standin):
-    envs = ast.unparse(_source(vllm_src, "envs.py"))
+    envs = ast.unparse(source_tree(vllm_src, "envs.py"))
     assert "'VLLM_LOG_STATS_INTERVAL': lambda: val if (val := float(os.getenv('VLLM_LOG_STATS_INTERVAL', '10.'))) > 0.0 else 10.0" in envs
     interval = standin.metrics.log_stats_interval
     assert (interval({}), interval({"VLLM_LOG_STATS_INTERVAL": "2"}), interval({"VLLM_LOG_STATS_INTERVAL": "0"})) \
         == (10.0, 2.0, 10.0)
-    loop = _function(_source(vllm_src, "entrypoints/serve/utils/server_utils.py"), "_force_log")
+    loop = function(source_tree(vllm_src, "entrypoints/serve/utils/server_utils.py"), "_force_log")
     assert "await asyncio.sleep(envs.VLLM_LOG_STATS_INTERVAL)" in ast.unparse(loop)
 
 
@@ -320,9 +312,9 @@ def test_a_rank_keeps_its_nodes_values_and_takes_the_rest_from_the_driver(real, 
 
 
 def test_a_rank_drops_nccl_async_error_handling_as_vllms_worker_does(vllm_src, standin):
-    init = ast.unparse(_function(_source(vllm_src, "v1/worker/gpu_worker.py"), "init_device"))
+    init = ast.unparse(function(source_tree(vllm_src, "v1/worker/gpu_worker.py"), "init_device"))
     assert "os.environ.pop('NCCL_ASYNC_ERROR_HANDLING', None)" in init
-    ours = ast.unparse(_function(ast.parse(open(standin.executor.__file__).read()), "initialize_worker"))
+    ours = ast.unparse(function(ast.parse(open(standin.executor.__file__).read()), "initialize_worker"))
     assert "os.environ.pop('NCCL_ASYNC_ERROR_HANDLING', None)" in ours
 
 
@@ -347,10 +339,10 @@ def test_the_memory_check_is_vllms(real, standin):
 
 
 def test_vllm_checks_every_rank_with_the_available_memory_of_an_integrated_gpu(vllm_src):
-    measure = _function(_source(vllm_src, "utils/mem_utils.py"), "measure")
+    measure = function(source_tree(vllm_src, "utils/mem_utils.py"), "measure")
     branch = [n for n in ast.walk(measure) if isinstance(n, ast.If) and "is_integrated_gpu" in ast.unparse(n.test)]
     assert [ast.unparse(s) for s in branch[0].body] == ["self.free_memory = psutil.virtual_memory().available"]
-    init = _function(_source(vllm_src, "v1/worker/gpu_worker.py"), "init_device")
+    init = function(source_tree(vllm_src, "v1/worker/gpu_worker.py"), "init_device")
     parents = {child: node for node in ast.walk(init) for child in ast.iter_child_nodes(node)}
     calls = [n for n in ast.walk(init) if isinstance(n, ast.Call) and ast.unparse(n.func) == "request_memory"]
     assert len(calls) == 1
@@ -368,12 +360,12 @@ def test_a_dead_engine_answers_as_vllm_and_the_server_returns(real, vllm_src, st
     dead = real["engine_dead"]
     assert (cli.ENGINE_DEAD_RESPONSE[0], cli.ENGINE_DEAD_RESPONSE[1]) == (dead["status"], dead["body"])
     assert cli.ENGINE_DEAD_MESSAGE == real["engine_dead"]["message"]
-    health = ast.unparse(_function(_source(vllm_src, "entrypoints/serve/instrumentator/health.py"), "health"))
+    health = ast.unparse(function(source_tree(vllm_src, "entrypoints/serve/instrumentator/health.py"), "health"))
     assert "except EngineDeadError:\n        return Response(status_code=503)" in health
-    launcher = _source(vllm_src, "entrypoints/launcher.py")
-    watchdog = ast.unparse(_function(launcher, "watchdog_loop"))
+    launcher = source_tree(vllm_src, "entrypoints/launcher.py")
+    watchdog = ast.unparse(function(launcher, "watchdog_loop"))
     assert "VLLM_WATCHDOG_TIME_S = 5.0" in watchdog and cli.WATCHDOG_TIME_S == 5.0
-    terminate = _function(launcher, "terminate_if_errored")
+    terminate = function(launcher, "terminate_if_errored")
     text = ast.unparse(terminate)
     assert "engine_errored = engine.errored and (not engine.is_running)" in text
     assert "if not envs.VLLM_KEEP_ALIVE_ON_ENGINE_DEATH and engine_errored:\n        server.should_exit = True" in text
@@ -381,18 +373,18 @@ def test_a_dead_engine_answers_as_vllm_and_the_server_returns(real, vllm_src, st
     assert not [n for n in ast.walk(terminate) if isinstance(n, ast.Raise)
                 or (isinstance(n, ast.Call) and "exit" in ast.unparse(n.func))]
     # serve_http returns once the server task ends; `vllm serve` runs it and returns
-    serve_http = ast.unparse(_function(launcher, "serve_http"))
+    serve_http = ast.unparse(function(launcher, "serve_http"))
     assert "await server_task\n        return dummy_shutdown()" in serve_http
-    cmd = ast.unparse(_function(_source(vllm_src, "entrypoints/cli/serve.py"), "cmd"))
+    cmd = ast.unparse(function(source_tree(vllm_src, "entrypoints/cli/serve.py"), "cmd"))
     assert cmd.rstrip().endswith("uvloop.run(run_server(args))")
-    main = _function(_source(vllm_src, "entrypoints/cli/main.py"), "main")
+    main = function(source_tree(vllm_src, "entrypoints/cli/main.py"), "main")
     dispatch = [n for n in ast.walk(main) if isinstance(n, ast.If) and ast.unparse(n.test) == "hasattr(args, 'dispatch_function')"]
     assert [ast.unparse(s) for s in dispatch[0].body] == ["args.dispatch_function(args)"]
     # ... in the last statement of the branch that runs it, the last of main()
     branch = main.body[-1]
     assert isinstance(branch, ast.If) and branch.orelse[-1] is dispatch[0]
     # the engine: the executor's failure raises "Executor failed." in the busy loop
-    core = _source(vllm_src, "v1/engine/core.py")
+    core = source_tree(vllm_src, "v1/engine/core.py")
     raises = [ast.unparse(n) for n in ast.walk(core) if isinstance(n, ast.Raise) and n.exc is not None]
     assert "raise RuntimeError('Executor failed.')" in raises and cli.EXECUTOR_FAILED == "Executor failed."
 
@@ -406,7 +398,7 @@ def test_the_uvicorn_lines_are_uvicorns(vllm_src, standin):
 
 
 def test_the_engine_init_failure_is_vllms(vllm_src, standin):
-    utils = ast.unparse(_source(vllm_src, "v1/engine/utils.py"))
+    utils = ast.unparse(source_tree(vllm_src, "v1/engine/utils.py"))
     assert "'Engine core initialization failed. ' 'See root cause above. ' f'Failed core proc(s): {finished}'" \
         in utils or "f'Engine core initialization failed. See root cause above. Failed core proc(s): {finished}'" \
         in utils

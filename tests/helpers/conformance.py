@@ -154,9 +154,11 @@ def collection_items(rendered, systemd_run_argv, rsync_argv):
     rsh = " ".join(shlex.quote(a) for a in ["ssh", "-c", v["staging_ssh_cipher"]] + list(v["staging_ssh_options"]))
     items.update(_rsync_items(rsync_argv(list(v["staging_rsync_options"]), rsh)))
     items["clean-slate pkill pattern"] = v["preflight_stray_pattern"]
-    body = {"model": v["vllm_serve_served_model_name"],
-            "messages": [{"role": "user", "content": v["vllm_serve_smoke_prompt"]}],
-            "max_tokens": v["vllm_serve_smoke_max_tokens"], "temperature": 0}
+    # The request the collection's smoke test sends (vllm_health.smoke(), for the
+    # verification, the hang check and the fast path alike).
+    from ansible_collections.laguna.spark.plugins.module_utils import vllm_health  # pylint: disable=import-outside-toplevel
+    body = vllm_health.smoke_request(v["vllm_serve_served_model_name"], v["vllm_serve_smoke_prompt"],
+                                     v["vllm_serve_smoke_max_tokens"])
     items.update(_smoke_items(body, v["vllm_serve_smoke_expect"] or NONE, home))
     return items
 

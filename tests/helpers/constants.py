@@ -35,3 +35,7 @@ MOLECULE_MODELS = MOLECULE_HOME + "/models/hf"
 MOLECULE_MODEL = MOLECULE_MODELS + "/Laguna-S-2.1-FP8"
 MOLECULE_DRAFT = MOLECULE_MODELS + "/Laguna-S-2.1-DFlash-W4A16"
 MOLECULE_RAY_TOKEN_PATH = MOLECULE_HOME + "/.ray/auth_token"
+# The scenario's vllm_serve_health_timeout (the hang check's bound, the smoke test's too)
+# and the stand-in's wedge file (LAGUNA_STANDIN_WEDGE_FILE in its vllm_serve_environment).
+MOLECULE_HEALTH_TIMEOUT = 10
+MOLECULE_WEDGE_FILE = "/etc/laguna-standin/wedge"

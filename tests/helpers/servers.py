@@ -7,8 +7,10 @@ tests/unit/conftest.py's http_server fixture is ``start`` of a Servers that the 
 """
 
 import contextlib
+import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -63,3 +65,36 @@ def hung_port():
         yield sock.getsockname()[1]
     finally:
         sock.close()
+
+
+class VllmApi(Handler):
+    """/health, /metrics (the generated-token counter) and /v1/chat/completions
+    as vLLM answers them; ``mode``: answer (with ``content``), error (a 500
+    with vLLM's error body), wedged (nothing answers and the counter stands
+    still) or busy (nothing answers while the counter moves)."""
+    mode, content, bodies, tokens = "answer", "Paris", None, None
+
+    def do_GET(self):  # noqa: N802
+        if self.path == "/metrics":
+            if self.mode == "busy":
+                self.tokens[0] += 7
+            body = "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{model_name=\"m\"} %d\n"
+            return self.answer(200, (body % self.tokens[0]).encode())
+        self.answer(200)
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.bodies.append((self.path, body, self.headers.get("Authorization")))
+        if self.mode in ("wedged", "busy"):
+            time.sleep(3)  # past the client's timeout; it has gone, so nothing is sent
+            return None
+        if self.mode == "error":
+            return self.answer(500, json.dumps({"error": {"message": "EngineCore encountered an issue"}}).encode())
+        self.answer(200, json.dumps({"choices": [{"message": {"role": "assistant", "content": self.content}}],
+                                     "usage": {"completion_tokens": 2}}).encode())
+
+
+def vllm_api(mode="answer", content="Paris", bodies=None):
+    """A VllmApi handler class in ``mode`` answering ``content``; each POST is appended to ``bodies``."""
+    return type("VllmApi", (VllmApi,), {"mode": mode, "content": content,
+                                        "bodies": [] if bodies is None else bodies, "tokens": [100]})

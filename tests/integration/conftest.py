@@ -88,7 +88,10 @@ def _wait_for_line(proc, line, timeout):
 
 @pytest.fixture
 def standin_vllm(tmp_path):
-    """start(acceptance) -> port of a stand-in `vllm serve` process on 127.0.0.1."""
+    """start(acceptance) -> port of a stand-in `vllm serve` process on 127.0.0.1.
+
+    start.wedge is its LAGUNA_STANDIN_WEDGE_FILE and start.pid the last one's
+    PID: writing that PID to that file wedges its engine."""
     procs = []
 
     def start(acceptance):
@@ -100,7 +103,8 @@ def standin_vllm(tmp_path):
         if not package.exists():
             standin.patched_copy(package)
         env = dict(os.environ, PYTHONPATH=str(package),
-                   LAGUNA_STANDIN_ACCEPTANCE=str(acceptance), LAGUNA_STANDIN_TOKENS_PER_S="2000")
+                   LAGUNA_STANDIN_ACCEPTANCE=str(acceptance), LAGUNA_STANDIN_TOKENS_PER_S="2000",
+                   LAGUNA_STANDIN_WEDGE_FILE=str(start.wedge))
         # free_port()'s port may be taken before the server binds it (other
         # tests run beside this one under pytest-xdist): then another port.
         for attempt in range(3):
@@ -120,6 +124,7 @@ def standin_vllm(tmp_path):
                 for dummy in range(100):
                     try:
                         urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=1)
+                        start.pid = proc.pid
                         return port
                     except OSError:
                         if proc.poll() is not None:
@@ -132,6 +137,7 @@ def standin_vllm(tmp_path):
                 raise RuntimeError(error)
         raise AssertionError("not reached")
 
+    start.wedge, start.pid = tmp_path / "wedge", None
     yield start
     for proc in procs:
         proc.terminate()

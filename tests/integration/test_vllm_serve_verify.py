@@ -1,4 +1,5 @@
 """vllm_serve's verification (API wait, smoke test, acceptance) against a stand-in server."""
+from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 from helpers.constants import SERVED_MODEL
 
 
@@ -48,3 +49,22 @@ def test_the_smoke_test_is_the_recipes_and_checks_the_answer(runner, standin_vll
                  vllm_serve_warmup_requests=0, vllm_serve_check_acceptance=False)
     assert bad.rc != 0
     assert 'answered "Paris" to "capital of France? one word" at temperature 0, expected "Lyon"' in bad.flat
+
+
+def test_a_wedged_engine_lists_its_model_but_fails_the_smoke_test_as_hung(runner, standin_vllm):
+    # The stand-in's wedge (as vLLM's engine stuck in a collective): /health
+    # and /v1/models answer, no completion finishes, vllm:generation_tokens
+    # stands still. The verification's smoke test (the same as the hang
+    # check's and the fast path's) names the wedge.
+    port = standin_vllm(acceptance=0.75)
+    standin_vllm.wedge.write_text("%d\n" % standin_vllm.pid)
+    result = verify(runner, laguna_api_port=port, vllm_serve_request_timeout=2, vllm_serve_warmup_requests=0,
+                    vllm_serve_check_acceptance=False)
+    assert result.rc != 0
+    assert ("(%s to \"capital of France? one word\" at temperature 0) got no answer within 2 s; " % SERVED_MODEL +
+            'vLLM generated no token meanwhile: its engine is wedged') in result.flat, result.text
+    standin_vllm.wedge.write_text("")
+    again = verify(runner, laguna_api_port=port, vllm_serve_warmup_requests=0, vllm_serve_check_acceptance=False)
+    assert again.rc == 0 and "Paris" in again.text
+    # The counter that tells wedged from busy moves with the stand-in's tokens.
+    assert vllm_health.generated_tokens("http://127.0.0.1:%d" % port, 5) > 0

@@ -1,4 +1,5 @@
 """Helpers to run the collection's modules in-process."""
+import importlib.util
 import json
 import os
 
@@ -74,3 +75,20 @@ def standin_server(http_server, monkeypatch):
         return http_server(cli.handler_for(standin.engine(name, 6 if spec else 0)))
 
     return start
+
+
+# The Hub double (tests/doubles/hub/hub.py), in-process, with one repo shaped like the target's.
+_spec = importlib.util.spec_from_file_location("hub_double", os.path.join(DOUBLES, "hub", "hub.py"))
+hub_double = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(hub_double)
+HUB_REPO = "poolside/Laguna-S-2.1-FP8"
+
+
+@pytest.fixture
+def hub(tmp_path, http_server):
+    """{endpoint, root (the repo's directory), log (one JSON line per request)} of a Hub double serving HUB_REPO."""
+    root = tmp_path / "hub"
+    hub_double.generate(str(root), HUB_REPO, 24, 4096)
+    log = tmp_path / "hub.jsonl"
+    endpoint = http_server(hub_double.handler_for(hub_double.Hub(str(root), log=str(log))))
+    return {"endpoint": endpoint, "root": root / HUB_REPO, "log": log}

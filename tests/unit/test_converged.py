@@ -277,3 +277,51 @@ def test_the_converged_filter_reads_each_hosts_registered_check():
         [["head", "worker"], hostvars], [["head", "fresh"], hostvars], [["head", "spark-9"], hostvars]])
     assert both is True and one_fresh is False
     assert unknown.startswith("Ansible") and unknown.endswith("converged_everywhere: spark-9 is not in the inventory")
+
+
+def test_a_vllm_that_lists_its_model_but_finishes_no_request_is_not_converged(systemd, run_module, tmp_path,
+                                                                              http_server):
+    # The record keeps the verification's smoke test; each check runs it (vllm_health.smoke) within url_timeout.
+    run_module(systemd_run_service, {"name": "laguna-vllm", "command": ["/venv/bin/vllm", "serve"], "settle": 0})
+    record, inputs = str(tmp_path / "converged.json"), {"variables": {}}
+    smoke = {"model": "laguna-s-2.1", "prompt": "capital of France? one word", "expect": "Paris"}
+    fingerprint = run_module(converged, {"path": record, "inputs": inputs})["fingerprint"]
+    bodies = []
+    answering = http_server(servers.vllm_api(bodies=bodies))
+    wrote = run_module(converged, {"state": "record", "path": record, "fingerprint": fingerprint,
+                                   "units": ["laguna-vllm"], "urls": [answering + "/health"], "api_url": answering,
+                                   "smoke": smoke, "api_key": "sk-smoke"})
+    assert wrote["recorded"] and bodies == []  # recording asks nothing
+    assert json.load(open(record))["spec"]["smoke"] == dict(smoke, max_tokens=8, timeout=None)
+    ok = run_module(converged, {"path": record, "inputs": inputs, "api_key": "sk-smoke"})
+    assert ok["converged"] and bodies[-1][2] == "Bearer sk-smoke" and bodies[-1][1]["max_tokens"] == 8
+    for mode, content, reason in (("wedged", "", "got no answer within 1 s; vLLM generated no token meanwhile"),
+                                  ("answer", "Lyon", 'answered "Lyon" to "capital of France? one word"')):
+        other = http_server(servers.vllm_api(mode, content))
+        spec = json.load(open(record))
+        spec["spec"].update(api_url=other, urls=[other + "/health"])
+        with open(record, "w") as handle:
+            json.dump(spec, handle)
+        found = run_module(converged, {"path": record, "inputs": inputs, "url_timeout": 1})
+        assert not found["converged"] and len(found["reasons"]) == 1 and reason in found["reasons"][0], found
+
+
+def test_a_staged_revision_that_moved_on_the_hub_is_not_converged(systemd, run_module, tmp_path, hub, monkeypatch):
+    # The record keeps the commit each staged revision was on (the staging role's hf_repo_manifest results); each
+    # check asks the Hub the staging role asks (HF_ENDPOINT), as the role does.
+    from ansible_collections.laguna.spark.plugins.modules import hf_repo_manifest  # pylint: disable=import-outside-toplevel
+    monkeypatch.setenv("HF_ENDPOINT", hub["endpoint"])
+    manifest = run_module(hf_repo_manifest, {"repo": "poolside/Laguna-S-2.1-FP8"})
+    record, inputs = str(tmp_path / "converged.json"), {"variables": {}}
+    fingerprint = run_module(converged, {"path": record, "inputs": inputs})["fingerprint"]
+    run_module(converged, {"state": "record", "path": record, "fingerprint": fingerprint,
+                           "hub_manifests": [{"repo": manifest["repo"], "revision": manifest["revision"],
+                                              "commit": manifest["commit"], "files": manifest["files"],
+                                              "item": {"repo": "poolside/Laguna-S-2.1-FP8"}}]})
+    assert json.load(open(record))["spec"]["hub"] == [
+        {"repo": "poolside/Laguna-S-2.1-FP8", "revision": "main", "commit": manifest["commit"]}]
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+    (hub["root"].parent / (hub["root"].name + ".commit")).write_text("moved-1\n")
+    moved = run_module(converged, {"path": record, "inputs": inputs})
+    assert not moved["converged"] and len(moved["reasons"]) == 1
+    assert moved["reasons"][0].startswith("poolside/Laguna-S-2.1-FP8@main moved on the Hub to commit ")

@@ -40,6 +40,8 @@ def test_the_molecule_constants_are_the_scenarios():
     inventory = scenario["provisioner"]["inventory"]["group_vars"]["all"]
     assert inventory["laguna_user"] == c.MOLECULE_USER
     assert inventory["vllm_serve_api_key"] == c.MOLECULE_API_KEY
+    assert inventory["vllm_serve_health_timeout"] == c.MOLECULE_HEALTH_TIMEOUT
+    assert inventory["vllm_serve_environment"]["LAGUNA_STANDIN_WEDGE_FILE"] == c.MOLECULE_WEDGE_FILE
     laguna = _yaml("roles", "laguna", "defaults", "main.yml")
     # The roles' paths under the service user's home (getent's, /home/<user> in the node image).
     home = "/home/" + c.MOLECULE_USER

@@ -2,7 +2,6 @@
 manifest (from the Hub double, in-process), verification and repair,
 parallel mirroring (rsync over a local stand-in for ssh), progress, page cache."""
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -11,24 +10,11 @@ import time
 
 import pytest
 
-from helpers import DOUBLES
 from ansible_collections.laguna.spark.plugins.module_utils import hashcache, mirror, model_stage, page_cache
 from ansible_collections.laguna.spark.plugins.modules import (hf_repo_manifest, model_mirror, model_verify,
                                                               page_cache as page_cache_module, transfer_progress)
 
-spec = importlib.util.spec_from_file_location("hub_double", os.path.join(DOUBLES, "hub", "hub.py"))
-hub_double = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hub_double)
-REPO = "poolside/Laguna-S-2.1-FP8"
-
-
-@pytest.fixture
-def hub(tmp_path, http_server):
-    root = tmp_path / "hub"
-    hub_double.generate(str(root), REPO, 24, 4096)
-    log = tmp_path / "hub.jsonl"
-    endpoint = http_server(hub_double.handler_for(hub_double.Hub(str(root), log=str(log))))
-    return {"endpoint": endpoint, "root": root / REPO, "log": log}
+from conftest import HUB_REPO as REPO
 
 
 def copy_tree(src, dst):
@@ -83,6 +69,31 @@ def test_hub_manifest_matches_the_files(hub, run_module):
     config = (hub["root"] / "config.json").read_bytes()
     assert files["config.json"]["sha256"] is None  # a regular git file: checked by its blob id
     assert files["config.json"]["git_oid"] == hashlib.sha1(b"blob %d\0" % len(config) + config).hexdigest()
+
+
+def test_a_branch_that_moved_is_named_and_a_commit_is_not_asked(hub, run_module):
+    # What the fast no-op path records of the staging role's manifests, and asks the Hub again.
+    result = run_module(hf_repo_manifest, {"repo": REPO, "endpoint": hub["endpoint"]})
+    assert (result["repo"], result["revision"]) == (REPO, "main")
+    staged = model_stage.staged_revisions([result, {"skipped": True}])
+    assert staged == [{"repo": REPO, "revision": "main", "commit": result["commit"]}]
+    endpoint, fetch = model_stage.hub_fetcher(hub["endpoint"], None, 5)
+    assert model_stage.moved_revisions(staged, fetch, endpoint) == []
+    # The double moves main to another commit with the same files.
+    (hub["root"].parent / (hub["root"].name + ".commit")).write_text("moved-1\n")
+    moved = run_module(hf_repo_manifest, {"repo": REPO, "endpoint": hub["endpoint"]})
+    assert moved["commit"] != result["commit"] and moved["files"] == result["files"]
+    assert model_stage.moved_revisions(staged, fetch, endpoint) == [
+        "%s@main moved on the Hub to commit %s (staged: %s)" % (REPO, moved["commit"], result["commit"])]
+    # A revision that is its commit cannot move: not asked.
+    asked = len(hub["log"].read_text().splitlines())
+    pinned = [{"repo": REPO, "revision": result["commit"], "commit": result["commit"]}]
+    assert model_stage.moved_revisions(pinned, fetch, endpoint) == []
+    assert len(hub["log"].read_text().splitlines()) == asked
+    # A Hub that cannot tell is a reason too (the roles then run, and staging names the failure).
+    gone = model_stage.moved_revisions([{"repo": "nobody/nothing", "revision": "main", "commit": "0" * 40}],
+                                       fetch, endpoint)
+    assert len(gone) == 1 and gone[0].startswith("cannot ask %s which commit nobody/nothing@main is on: " % endpoint)
 
 
 def test_hub_manifest_of_an_unknown_repo_fails(hub, run_module):

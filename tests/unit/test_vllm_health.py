@@ -7,7 +7,7 @@ import pytest
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 from ansible_collections.laguna.spark.plugins.modules import vllm_health as vllm_health_module
 from helpers import free_port
-from helpers.servers import Handler, hung_port
+from helpers.servers import Handler, hung_port, vllm_api
 
 KEY = "sk-laguna-health-51c2"
 
@@ -76,3 +76,74 @@ def test_the_module_passes_the_key_and_never_returns_it(server, run_module):
     assert KEY not in json.dumps(result)
     wrong = run_module(vllm_health_module, {"url": base, "timeout": 5, "api_key": "sk-wrong"})
     assert wrong["status"] == 401 and "refused the API key" in wrong["detail"] and "sk-wrong" not in json.dumps(wrong)
+
+
+# --- The smoke test ---------------------------------------------------------
+
+PROMPT, MODEL = "capital of France? one word", "laguna-s-2.1"
+
+
+@pytest.fixture
+def vllm(http_server):
+    def start(mode="answer", content="Paris"):
+        bodies = []
+        base = http_server(vllm_api(mode, content, bodies))
+        return base, bodies
+
+    return start
+
+
+def test_the_smoke_test_is_the_recipes_request_and_passes_on_the_expected_answer(vllm):
+    base, bodies = vllm(content=" paris.")
+    found = vllm_health.smoke(base, MODEL, PROMPT, 8, "Paris", 5, api_key=KEY)
+    assert (found["state"], found["ok"], found["content"], found["completion_tokens"]) == ("answered", True, " paris.", 2)
+    assert found["message"] == "2 tokens: paris."
+    # The recipe's curl: one user message, temperature 0, max_tokens; the key as a Bearer token.
+    assert bodies == [("/v1/chat/completions", {"model": MODEL, "temperature": 0, "max_tokens": 8,
+                                                "messages": [{"role": "user", "content": PROMPT}]}, "Bearer " + KEY)]
+
+
+def test_a_wrong_or_empty_answer_names_the_answer_and_the_fixes(vllm):
+    for content in ("Lyon", "  "):
+        found = vllm_health.smoke(vllm(content=content)[0], MODEL, PROMPT, 8, "Paris", 5)
+        assert found["state"] == "wrong" and not found["ok"]
+        assert ('%s answered %s to "capital of France? one word" at temperature 0, expected "Paris"'
+                % (MODEL, json.dumps(content))) in found["message"]
+        assert "--tags staging" in found["message"] and "--tags vllm_patch" in found["message"]
+    # No expectation: any text passes, none does not.
+    assert vllm_health.smoke(vllm(content="Lyon")[0], MODEL, PROMPT, 8, "", 5)["ok"]
+    assert not vllm_health.smoke(vllm(content="")[0], MODEL, PROMPT, 8, "", 5)["ok"]
+
+
+def test_a_server_error_fails_with_vllms_explanation(vllm):
+    found = vllm_health.smoke(vllm("error")[0], MODEL, PROMPT, 8, "Paris", 5)
+    assert found["state"] == "failed" and "EngineCore encountered an issue" in found["message"]
+
+
+def test_no_answer_and_no_token_generated_is_a_wedged_engine_and_a_moving_counter_is_busy(vllm):
+    wedged = vllm_health.smoke(vllm("wedged")[0], MODEL, PROMPT, 8, "Paris", 1)
+    assert wedged["state"] == "hung" and not wedged["ok"] and 1 <= wedged["seconds"] < 3
+    assert "got no answer within 1 s; vLLM generated no token meanwhile: its engine is wedged" in wedged["message"]
+    busy = vllm_health.smoke(vllm("busy")[0], MODEL, PROMPT, 8, "Paris", 1)
+    assert busy["state"] == "busy" and not busy["ok"]
+    assert "vLLM generated 7 tokens for other requests meanwhile: it is busy, not hung" in busy["message"]
+    # A socket nobody answers (no /metrics either): hung.
+    with hung_port() as port:
+        assert vllm_health.smoke("http://127.0.0.1:%d" % port, MODEL, PROMPT, 8, "", 1)["state"] == "hung"
+    assert vllm_health.smoke("http://127.0.0.1:%d" % free_port(), MODEL, PROMPT, 8, "", 1)["state"] == "down"
+
+
+def test_the_module_runs_the_smoke_test_only_on_a_healthy_server_and_a_wedged_one_is_hung(vllm, run_module):
+    smoke = {"model": MODEL, "prompt": PROMPT, "expect": "Paris"}
+    base, bodies = vllm()
+    result = run_module(vllm_health_module, {"url": base, "timeout": 5, "smoke": smoke, "api_key": KEY})
+    assert result["state"] == "healthy" and result["smoke"]["ok"] and bodies[0][1]["max_tokens"] == 8
+    assert KEY not in json.dumps(result)
+    wedged = run_module(vllm_health_module, {"url": vllm("wedged")[0], "timeout": 5, "smoke": dict(smoke, timeout=1)})
+    assert wedged["state"] == "hung" and wedged["smoke"]["state"] == "hung" and "wedged" in wedged["detail"]
+    # A wrong answer is not a hang: the verification names it, nothing restarts.
+    wrong = run_module(vllm_health_module, {"url": vllm(content="Lyon")[0], "timeout": 5, "smoke": smoke})
+    assert wrong["state"] == "healthy" and wrong["smoke"]["state"] == "wrong"
+    with hung_port() as port:
+        hung = run_module(vllm_health_module, {"url": "http://127.0.0.1:%d" % port, "timeout": 1, "smoke": smoke})
+    assert hung["state"] == "hung" and "smoke" not in hung

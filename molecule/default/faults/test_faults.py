@@ -638,19 +638,55 @@ def test_a_worker_without_a_roce_v2_gid_stops_the_head_in_one_sentence_naming_it
     assert vllm_pid() == vllm
 
 
-def test_a_complete_run_does_not_skip_a_frozen_worker_raylet_or_a_touched_shard_and_repairs_both():
-    """Two faults judged after one complete run: every process of the worker's
+WEDGE = c.MOLECULE_WEDGE_FILE
+
+
+def test_a_vllm_that_lists_its_model_but_finishes_no_request_is_not_skipped_and_is_restarted():
+    """vLLM's engine wedged (as in a collective that never returns): /health
+    and /v1/models answer, no completion finishes, no token is generated;
+    only the smoke test tells. A complete run's fast no-op path names it (it
+    names every difference it finds), the vllm_serve role's hang check (the
+    same smoke test, within vllm_serve_health_timeout) restarts vLLM and
+    nothing else, and the next complete run ends on the fast path."""
+    before = vllm_pid()
+    podman(HEAD, "bash", "-c", "echo %s > %s" % (before, WEDGE))
+    try:
+        assert healthy()  # it lists its model
+        rc, _changed, raw, _seconds = noop_ratio.play(INVENTORY, "laguna.spark.site", timeout=900)
+    finally:
+        podman(HEAD, "rm", "-f", WEDGE)
+    out = " ".join(raw.split())
+    assert rc == 0, out[-3000:]
+    wedged = "got no answer within %d s; vLLM generated no token meanwhile: its engine is wedged"
+    assert wedged % 5 in out, out[:3000]  # the fast path's (laguna_fast_url_timeout)
+    assert "is hung: The smoke test" in out and wedged % c.MOLECULE_HEALTH_TIMEOUT in out, out[-3000:]
+    assert changed_tasks(raw) == {("laguna.spark.vllm_serve : Run vllm serve", HEAD)}, out[-3000:]
+    assert vllm_pid() != before and healthy()
+    rc, changed, out, _seconds = play()
+    assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
+    assert "TASK [laguna.spark.preflight" not in out, out[-3000:]  # it ended on the fast path
+
+
+# Beside the Hub double's repo: moves its main to a new commit with the same files (tests/doubles/hub/hub.py).
+HUB_TARGET = "/opt/laguna-standin/hub/repos/poolside/Laguna-S-2.1-FP8"
+
+
+def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved_hub_branch_and_repairs_all():
+    """Three faults judged after one complete run: every process of the worker's
     raylet unit stopped (SIGSTOP: systemd still calls the unit active and its
     PIDs stay, while Ray drops the node; vLLM 0.25.1, as the stand-in, then
     loses its rank there, shuts down and exits with status 0, and its
-    transient unit goes) and a shard rewritten in place on the worker (same
-    size and mtime). Check mode runs the roles and names what a real run
-    would change, changing nothing; the fast no-op path must see what the
-    roles would (the stopped processes, vLLM's unit, the file's ctime), and
-    one complete run repairs both."""
+    transient unit goes), a shard rewritten in place on the worker (same
+    size and mtime), and the Hub's main of the target moved to a new commit
+    (same files: the Hub double's .commit file). Check mode runs the roles and
+    names what a real run would change, changing nothing; the fast no-op path
+    must see what the roles would (the stopped processes, vLLM's unit, the
+    file's ctime, the commit the staging role verifies against), and one
+    complete run repairs all three. main stays on the new commit."""
     rc, changed, out, _seconds = play()
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
     before, raylet = vllm_pid(), unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
+    podman(HEAD, "bash", "-c", "echo moved-1 > %s.commit" % HUB_TARGET)
     shard = "$(ls %s/Laguna-S-2.1-FP8/*.safetensors | head -1)" % MODELS
     podman(WORKER, "bash", "-c", "f=%s; touch -r $f /tmp/ref; cp -p $f /tmp/shard && cat /tmp/shard > $f && "
                                  "touch -r /tmp/ref $f && rm /tmp/shard" % shard)
@@ -680,6 +716,7 @@ def test_a_complete_run_does_not_skip_a_frozen_worker_raylet_or_a_touched_shard_
     assert rc == 0, out[-3000:]
     assert "unit laguna-vllm changed" in out and "Laguna-S-2.1-FP8 changed: model-" in out, out[:3000]
     assert "unit laguna-ray-worker is active but its process" in out and "stopped (SIGSTOP)" in out, out[:3000]
+    assert "poolside/Laguna-S-2.1-FP8@main moved on the Hub to commit" in out, out[:3000]
     assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] != raylet
     assert not [s for s in podman(WORKER, "ps", "-o", "stat=", "-u", USER).split() if s.startswith("T")]
     assert changed[HEAD] >= 1 and vllm_pid() != before and healthy()

@@ -12,6 +12,10 @@ Repos are directories: <root>/<org>/<name>/<files>. Files whose name matches
 --lfs (default *.safetensors) are published as LFS files (ETag = sha256, like
 the real Hub); the others as regular git files (ETag = git blob sha1).
 Unknown repos and revisions answer 404 with the Hub's X-Error-Code.
+A repo's commit is a hash of its files' sha256s; a file <org>/<name>.commit
+beside the repo's directory, read at each request, moves "main" to another
+commit with the same files (a test's way to move the branch; the old commit
+is then unknown, as a branch's old head is to `revision/main`).
 
 Only the Python standard library is used, so it runs on any test host:
 
@@ -96,7 +100,18 @@ class Repo:
                 self.files[rel] = {"size": size, "oid": sha1.hexdigest(), "sha256": sha256.hexdigest(),
                                    "lfs": fnmatch.fnmatch(name, lfs_pattern), "full": full}
         listing = json.dumps({k: v["sha256"] for k, v in self.files.items()}, sort_keys=True)
-        self.sha = hashlib.sha1((repo_id + listing).encode()).hexdigest()
+        self.base_sha = hashlib.sha1((repo_id + listing).encode()).hexdigest()
+        self.commit_file = top.rstrip(os.sep) + ".commit"
+
+    @property
+    def sha(self):
+        """The commit main is on: the files' hash, moved by the .commit file when there is one."""
+        try:
+            with open(self.commit_file) as handle:
+                moved = handle.read().strip()
+        except OSError:
+            moved = ""
+        return hashlib.sha1((self.base_sha + moved).encode()).hexdigest() if moved else self.base_sha
 
     def tree_entry(self, rel):
         meta = self.files[rel]

@@ -43,6 +43,10 @@ What it fakes: the tokens. It streams a fixed code snippet word by word at
 LAGUNA_STANDIN_TOKENS_PER_S, accepting LAGUNA_STANDIN_ACCEPTANCE of each
 k-token draft (0 stands for a mismatched draft; LAGUNA_STANDIN_ACCEPTANCE_FILE
 changes it while the server runs, speed_model.py).
+A test's injection: while the file LAGUNA_STANDIN_WEDGE_FILE names this
+process's PID, its engine is wedged, as vLLM's is in a collective that never
+returns: /health, /v1/models and /metrics answer, no completion finishes and
+no token is generated; a new process (a restart) is not wedged.
 """
 
 from __future__ import annotations
@@ -303,12 +307,23 @@ class Engine:
         self.counters["accepted_per_pos"] = [0] * self.speed.k
         self.spec_logging = SpecDecodingLogging()
         self.dead = False
+        self.wedge_file = os.environ.get("LAGUNA_STANDIN_WEDGE_FILE") or None
         # The scheduler's state and the request histograms of /metrics.
         self.running = 0
         self.kv_in_use = 0
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
         self.iteration_tokens = Histogram(ITERATION_TOKENS_BUCKETS)
+
+    def wedged(self):
+        """Whether the wedge file names this process (read at each request)."""
+        if not self.wedge_file:
+            return False
+        try:
+            with open(self.wedge_file) as handle:
+                return str(os.getpid()) in handle.read().split()
+        except OSError:
+            return False
 
     @property
     def errored(self):
@@ -495,6 +510,8 @@ def handler_for(engine, api_tokens=(), terminate_if_errored=None):
                 if terminate_if_errored:
                     terminate_if_errored()
                 return self.send(*ENGINE_DEAD_RESPONSE)
+            while engine.wedged():  # no step ends, so nothing answers and no token counts
+                time.sleep(0.2)
             chat = self.path.endswith("chat/completions")
             prompt = speed_model.prompt_text(req, chat)
             prompt_tokens = len(speed_model.prompt_ids(req, chat))
