@@ -80,13 +80,14 @@ def gid_table(sysfs_root, hca, port):
         return None
 
 
-def gather(spec, units=None, proc="/proc", exclude=(), gpu=None):
+def gather(spec, units=None, proc="/proc", exclude=(), gpu=None, ray=None):
     """The evidence ``spec`` asks for, as plain JSON data.
 
     ``units`` is a callable (unit name -> {property: value}) that asks the
     user manager; ``exclude`` are PIDs to leave out of the process scan (the
     module itself and its parent); ``gpu`` a callable (nvidia-smi -> the
-    sorted PIDs holding the GPU, or {"error": ...}).
+    sorted PIDs holding the GPU, or {"error": ...}); ``ray`` a callable
+    (spec's ray_dashboard -> the host names Ray lists as alive, or {"error": ...}).
     """
     limit = spec.get("tree_limit", 100000)
     evidence = {"boot_id": files.read_text(os.path.join(proc, "sys/kernel/random/boot_id"),
@@ -117,6 +118,8 @@ def gather(spec, units=None, proc="/proc", exclude=(), gpu=None):
             for pattern in spec["processes"])
     if spec.get("nvidia_smi") and gpu:
         evidence["gpu_holders"] = gpu(spec["nvidia_smi"])
+    if spec.get("ray_dashboard") and ray:
+        evidence["ray_hosts"] = ray(spec["ray_dashboard"])
     return evidence
 
 
@@ -152,9 +155,26 @@ def compare(recorded, now):
             reasons.append("the node has restarted since the last full run")
         elif key == "gpu_holders":
             reasons.append("the processes holding the GPU changed (%s -> %s)" % (was, cur))
+        elif key == "ray_hosts":
+            reasons.append("the nodes Ray lists as alive changed (%s -> %s)" % (_hosts(was), _hosts(cur)))
         else:
             reasons.append("%s changed" % key.replace("_", " "))
     return reasons
+
+
+def _hosts(found):
+    if isinstance(found, list):
+        return ", ".join(found) or "none"
+    return (found or {}).get("error") or "unknown"
+
+
+def unreadable(evidence):
+    """Sentences for evidence that could not be read: a record of it would
+    vouch for nothing (Ray's nodes, when its dashboard did not answer)."""
+    found = evidence.get("ray_hosts")
+    if isinstance(found, dict):
+        return ["cannot read which nodes Ray lists as alive: %s" % found.get("error")]
+    return []
 
 
 def not_running(evidence):

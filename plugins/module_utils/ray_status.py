@@ -1,11 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""Parse the text `ray status` prints (Ray 2.x autoscaler summary)."""
+"""Parse the text `ray status` prints (Ray 2.x autoscaler summary); read the
+nodes Ray's dashboard lists as alive."""
 
 from __future__ import annotations
 
+import json
 import re
+import time
+
+from ansible.module_utils.urls import open_url
 
 _NODE = re.compile(r"^\s*\d+\s+(node_[0-9a-f]+)\s*$")
 _RESOURCE = re.compile(
@@ -76,3 +81,40 @@ def parse(text):
         "pending_demands": demands,
         "resources": resources,
     }
+
+
+def alive_hosts(dashboard_url, token=None, timeout=5, opener=open_url):
+    """The sorted host names of the nodes Ray lists as alive, from its dashboard
+    (Ray 2.60's node_head.py: GET /nodes?view=hostNameList, the nodes whose
+    state is ALIVE, answered as {"result", "msg", "data": {"hostNameList"}}),
+    with the cluster's token as a Bearer token. One HTTP request on the head,
+    where `ray status` starts a Python process. Raises on any error."""
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    response = opener(dashboard_url.rstrip("/") + "/nodes?view=hostNameList", headers=headers, timeout=timeout,
+                      follow_redirects="none")
+    body = json.loads(response.read().decode("utf-8"))
+    hosts = (body.get("data") or {}).get("hostNameList") if isinstance(body, dict) and body.get("result") else None
+    if not isinstance(hosts, list):
+        raise ValueError("Ray's dashboard did not list the nodes: %s" % json.dumps(body)[:300])
+    return sorted(str(host) for host in hosts)
+
+
+def wait_alive_hosts(dashboard_url, token, count, within, timeout=5, opener=open_url, clock=time.monotonic,
+                     sleep=time.sleep):
+    """alive_hosts() once it lists at least ``count`` nodes, asking again every
+    second for at most ``within`` seconds; the last list (or the last error)
+    when it does not. Ray's dashboard learns of a node that joined a few
+    seconds after `ray status` lists it."""
+    deadline = clock() + within
+    while True:
+        try:
+            hosts = alive_hosts(dashboard_url, token, timeout, opener)
+        except Exception:  # a dashboard not up yet: ask again until the deadline
+            if clock() >= deadline:
+                raise
+            hosts = None
+        if hosts is not None and (len(hosts) >= count or clock() >= deadline):
+            return hosts
+        sleep(1)

@@ -129,7 +129,7 @@ options:
     elements: str
     default: []
   url_timeout:
-    description: Seconds each URL has to answer.
+    description: Seconds each URL (and Ray's dashboard, and the Hub) has to answer.
     type: int
     default: 5
   api_key:
@@ -148,6 +148,25 @@ options:
     type: list
     elements: dict
     default: []
+  ray_dashboard:
+    description:
+      - Ray's dashboard on the head (C(http://127.0.0.1:8265)); with O(state=record)
+        the host names of the nodes Ray lists as alive are recorded
+        (C(GET /nodes?view=hostNameList), with the token of O(ray_token_path)),
+        and each check reads them again. A worker Ray no longer lists while
+        its raylet unit stays active is not converged. A dashboard that does
+        not answer at O(state=record) leaves no record.
+    type: str
+  ray_token_path:
+    description: The cluster's Ray token file, sent to O(ray_dashboard) as a Bearer token. Never logged or recorded.
+    type: path
+  ray_nodes:
+    description:
+      - How many nodes Ray must list as alive when O(state=record) records
+        them (the cluster's hosts); it asks again every second for up to 60
+        seconds (Ray's dashboard learns of a node that joined a few seconds
+        after C(ray status) lists it), then records nothing if fewer are listed.
+    type: int
   api_url:
     description:
       - The vLLM server that O(smoke) asks (the head's, C(laguna_api_url)).
@@ -159,7 +178,8 @@ options:
     default: 100000
 notes:
   - O(units), O(trees), O(paths), O(reads), O(netdevs), O(hcas), O(processes), O(nvidia_smi),
-    O(urls), O(api_url), O(smoke) and O(hub_manifests) are used with O(state=record); a check reads them from the record.
+    O(urls), O(api_url), O(smoke), O(hub_manifests), O(ray_dashboard) and O(ray_token_path) are used with
+    O(state=record); a check reads them from the record.
   - A check names every difference it finds, the Hub's, the URLs' and the smoke test's included
     (the smoke test runs once every URL answered).
   - The record is the collection's memory of its own last verification, not
@@ -229,11 +249,13 @@ import json
 import os
 import pwd
 
-from ansible_collections.laguna.spark.plugins.module_utils import converged, files, gpu_procs, model_stage, vllm_health
+from ansible_collections.laguna.spark.plugins.module_utils import (converged, files, gpu_procs, model_stage, ray_status,
+                                                                   vllm_health)
 from ansible_collections.laguna.spark.plugins.module_utils.systemd_user import UserUnits, unit_name
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
-SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit", "api_url", "smoke")
+SPEC_KEYS = ("units", "trees", "paths", "reads", "processes", "nvidia_smi", "urls", "tree_limit", "api_url", "smoke",
+             "ray_dashboard", "ray_token_path")
 
 
 def default_path():
@@ -265,6 +287,28 @@ def probe_urls(urls, timeout, api_key=None):
         if state != vllm_health.HEALTHY:
             reasons.append("%s did not answer within %d s (%s after %.1f s)" % (url, timeout, detail, seconds))
     return reasons
+
+
+RAY_RECORD_WAIT = 60
+
+
+def ray_reader(spec, timeout, nodes=None):
+    """The reader of the nodes Ray lists as alive (converged.gather's ``ray``),
+    with the spec's token; with ``nodes`` (recording), it waits for that many."""
+    def read(url):
+        token = files.read_text(spec["ray_token_path"], strip=True) if spec.get("ray_token_path") else None
+        try:
+            if nodes:
+                hosts = ray_status.wait_alive_hosts(url, token, nodes, RAY_RECORD_WAIT, timeout=timeout)
+                if len(hosts) < nodes:
+                    return {"error": "Ray lists %d of %d nodes (%s) after %d s" % (
+                        len(hosts), nodes, ", ".join(hosts) or "none", RAY_RECORD_WAIT)}
+                return hosts
+            return ray_status.alive_hosts(url, token, timeout=timeout)
+        except Exception as exc:  # refused, 401, not JSON: the nodes are unknown
+            return {"error": "%s: %s" % (url, exc)}
+
+    return read
 
 
 def probe_smoke(spec, timeout, api_key=None):
@@ -313,6 +357,9 @@ def main():
         hub_manifests=dict(type="list", elements="dict", default=[]),
         api_url=dict(type="str"),
         smoke=vllm_health.SMOKE_OPTIONS,
+        ray_dashboard=dict(type="str"),
+        ray_token_path=dict(type="path", no_log=False),
+        ray_nodes=dict(type="int"),
         tree_limit=dict(type="int", default=100000),
     ), required_if=[("state", "check", ["inputs"]), ("state", "record", ["fingerprint"])],
         required_by={"smoke": "api_url"})
@@ -329,12 +376,13 @@ def main():
         spec["gid_tables"] = [dict(sysfs_root=p["sysfs_infiniband"], hca=hca, port=p["hca_port"]) for hca in p["hcas"]]
         spec["hub"] = model_stage.staged_revisions(p["hub_manifests"])
         try:
-            evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))
+            evidence = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module),
+                                        ray=ray_reader(spec, p["url_timeout"], p["ray_nodes"]))
         except ValueError as exc:
             module.fail_json(msg="Cannot record the converged state: %s" % exc, **result)
-        result["reasons"] = converged.not_running(evidence)
+        result["reasons"] = converged.not_running(evidence) + converged.unreadable(evidence)
         if result["reasons"]:
-            # A unit that is not running is not a state worth coming back to.
+            # A unit that is not running, or evidence not read, is not a state worth coming back to.
             module.exit_json(**result)
         if not module.check_mode:
             write(module, path, converged.make_record(fingerprint, spec, evidence, inputs_digests))
@@ -346,7 +394,8 @@ def main():
     if not reasons:  # only then is the evidence worth reading
         spec = record.get("spec") or {}
         try:
-            now = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module))
+            now = converged.gather(spec, units=unit_reader(module), exclude=exclude, gpu=gpu_reader(module),
+                                   ray=ray_reader(spec, p["url_timeout"]))
         except ValueError as exc:
             now = {"error": str(exc)}
         # Every difference is named: the evidence's, the Hub's, the API's.

@@ -325,3 +325,82 @@ def test_a_staged_revision_that_moved_on_the_hub_is_not_converged(systemd, run_m
     moved = run_module(converged, {"path": record, "inputs": inputs})
     assert not moved["converged"] and len(moved["reasons"]) == 1
     assert moved["reasons"][0].startswith("poolside/Laguna-S-2.1-FP8@main moved on the Hub to commit ")
+
+
+class _Dashboard(servers.Handler):
+    """Ray 2.60's GET /nodes?view=hostNameList, behind the cluster's token."""
+    hosts, token = ["laguna-head", "laguna-worker"], "t0ken"
+
+    def do_GET(self):  # noqa: N802
+        if self.headers.get("Authorization") != "Bearer " + self.token:
+            return self.answer(401, b"Unauthorized: Missing authentication token")
+        assert self.path == "/nodes?view=hostNameList"
+        self.answer(200, json.dumps({"result": True, "msg": "Node hostname list fetched.",
+                                     "data": {"hostNameList": list(self.hosts)}}).encode())
+
+
+def test_a_node_ray_no_longer_lists_is_not_converged_and_a_dashboard_that_does_not_answer_leaves_no_record(
+        systemd, run_module, tmp_path, http_server):
+    # The head records the nodes Ray lists as alive (its dashboard, with the token); a worker Ray dropped
+    # while its raylet unit stays active is named by the next check.
+    token = tmp_path / "auth_token"
+    token.write_text("t0ken\n")
+    dashboard = http_server(type("D", (_Dashboard,), {"hosts": ["laguna-worker", "laguna-head"]}))
+    record, inputs = str(tmp_path / "converged.json"), {"variables": {}}
+    fingerprint = run_module(converged, {"path": record, "inputs": inputs})["fingerprint"]
+    wrote = run_module(converged, {"state": "record", "path": record, "fingerprint": fingerprint,
+                                   "ray_dashboard": dashboard, "ray_token_path": str(token)})
+    assert wrote["recorded"], wrote
+    assert json.load(open(record))["evidence"]["ray_hosts"] == ["laguna-head", "laguna-worker"]
+    assert "t0ken" not in open(record).read()
+    assert run_module(converged, {"path": record, "inputs": inputs})["converged"]
+    saved = json.load(open(record))
+    saved["spec"]["ray_dashboard"] = http_server(type("D", (_Dashboard,), {"hosts": ["laguna-head"]}))
+    with open(record, "w") as handle:
+        json.dump(saved, handle)
+    dropped = run_module(converged, {"path": record, "inputs": inputs})
+    assert dropped["reasons"] == [
+        "the nodes Ray lists as alive changed (laguna-head, laguna-worker -> laguna-head)"]
+    # Without the token (or with nothing listening), the nodes are unknown: no record vouches for them.
+    token.write_text("wrong\n")
+    refused = run_module(converged, {"state": "record", "path": str(tmp_path / "other.json"),
+                                     "fingerprint": fingerprint, "ray_dashboard": dashboard,
+                                     "ray_token_path": str(token)})
+    assert not refused["recorded"] and not os.path.exists(tmp_path / "other.json")
+    assert refused["reasons"][0].startswith("cannot read which nodes Ray lists as alive: %s: " % dashboard)
+    assert "401" in refused["reasons"][0]
+
+
+def test_the_record_waits_for_every_node_to_be_listed_and_records_nothing_short_of_them(
+        systemd, run_module, tmp_path, http_server, monkeypatch):
+    # Ray's dashboard learns of a node that joined a few seconds after `ray status` lists it: the record
+    # asks again (bounded) until it lists every cluster node, and records nothing if it never does.
+    from ansible_collections.laguna.spark.plugins.module_utils import ray_status  # pylint: disable=import-outside-toplevel
+    answers = [["laguna-head"], ["laguna-head"], ["laguna-head", "laguna-worker"]]
+
+    class Opener:
+        def __call__(self, url, **kwargs):
+            hosts = answers.pop(0) if len(answers) > 1 else answers[0]
+            return type("R", (), {"read": lambda self: json.dumps({"result": True, "data": {"hostNameList": hosts}})
+                                  .encode()})()
+
+    now = [0.0]
+    hosts = ray_status.wait_alive_hosts("http://dash", None, 2, 60, opener=Opener(), clock=lambda: now[0],
+                                        sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert hosts == ["laguna-head", "laguna-worker"] and now[0] == 2.0
+    answers[:] = [["laguna-head"]]
+    now[0] = 0.0
+    short = ray_status.wait_alive_hosts("http://dash", None, 2, 5, opener=Opener(), clock=lambda: now[0],
+                                        sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert short == ["laguna-head"] and now[0] == 5.0
+    monkeypatch.setattr(converged, "RAY_RECORD_WAIT", 1)
+    token = tmp_path / "auth_token"
+    token.write_text("t0ken")
+    one = http_server(type("D", (_Dashboard,), {"hosts": ["laguna-head"]}))
+    record = tmp_path / "converged.json"
+    fingerprint = run_module(converged, {"path": str(record), "inputs": {"variables": {}}})["fingerprint"]
+    refused = run_module(converged, {"state": "record", "path": str(record), "fingerprint": fingerprint,
+                                     "ray_dashboard": one, "ray_token_path": str(token), "ray_nodes": 2})
+    assert not refused["recorded"] and not record.exists()
+    assert refused["reasons"] == ["cannot read which nodes Ray lists as alive: Ray lists 1 of 2 nodes (laguna-head) "
+                                  "after 1 s"]

@@ -667,6 +667,17 @@ def test_a_vllm_that_lists_its_model_but_finishes_no_request_is_not_skipped_and_
     assert "TASK [laguna.spark.preflight" not in out, out[-3000:]  # it ended on the fast path
 
 
+def ray_alive_hosts():
+    """The host names Ray's dashboard on the head lists as alive, read as the fast path reads them."""
+    script = ("import json, urllib.request\n"
+              "token = open('%s').read().strip()\n"
+              "req = urllib.request.Request('http://127.0.0.1:8265/nodes?view=hostNameList',"
+              " headers={'Authorization': 'Bearer ' + token})\n"
+              "print(json.dumps(sorted(json.loads(urllib.request.urlopen(req, timeout=10).read())"
+              "['data']['hostNameList'])))\n" % RAY_TOKEN_PATH)
+    return json.loads(podman(HEAD, "python3", "-c", script, user=USER))
+
+
 # Beside the Hub double's repo: moves its main to a new commit with the same files (tests/doubles/hub/hub.py).
 HUB_TARGET = "/opt/laguna-standin/hub/repos/poolside/Laguna-S-2.1-FP8"
 
@@ -680,8 +691,9 @@ def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved
     size and mtime), and the Hub's main of the target moved to a new commit
     (same files: the Hub double's .commit file). Check mode runs the roles and
     names what a real run would change, changing nothing; the fast no-op path
-    must see what the roles would (the stopped processes, vLLM's unit, the
-    file's ctime, the commit the staging role verifies against), and one
+    must see what the roles would (the stopped processes, the nodes Ray
+    lists, vLLM's unit, the file's ctime, the commit the staging role
+    verifies against), and one
     complete run repairs all three. main stays on the new commit."""
     rc, changed, out, _seconds = play()
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
@@ -709,6 +721,13 @@ def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved
         assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] == raylet
         assert unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found"
         assert podman(WORKER, "bash", "-c", "stat -c %%Z %s" % shard) == shard_ctime
+        # Ray's dashboard drops the node some seconds after its actors die: wait (bounded) until it has.
+        for _attempt in range(60):
+            if ray_alive_hosts() == ["laguna-head"]:
+                break
+            time.sleep(2)
+        else:
+            raise AssertionError("Ray still lists %s 120 s after vLLM lost its rank" % ray_alive_hosts())
         rc, changed, out, _seconds = play()
     finally:
         podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGCONT", "laguna-ray-worker.service", user=USER,
@@ -717,6 +736,8 @@ def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved
     assert "unit laguna-vllm changed" in out and "Laguna-S-2.1-FP8 changed: model-" in out, out[:3000]
     assert "unit laguna-ray-worker is active but its process" in out and "stopped (SIGSTOP)" in out, out[:3000]
     assert "poolside/Laguna-S-2.1-FP8@main moved on the Hub to commit" in out, out[:3000]
+    # Ray's own list of nodes (its dashboard on the head), which dropped the frozen worker.
+    assert "the nodes Ray lists as alive changed (laguna-head, laguna-worker -> laguna-head)" in out, out[:3000]
     assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] != raylet
     assert not [s for s in podman(WORKER, "ps", "-o", "stat=", "-u", USER).split() if s.startswith("T")]
     assert changed[HEAD] >= 1 and vllm_pid() != before and healthy()
