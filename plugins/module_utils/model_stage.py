@@ -8,7 +8,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import re
 
 from ansible.module_utils.urls import open_url
 
@@ -150,8 +149,6 @@ RSYNC_TMP = os.path.join(".cache", "laguna-rsync-tmp")
 
 
 DEFAULT_HUB = "https://huggingface.co"
-# A revision that names its commit (a full git sha1) cannot move.
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def hub_fetcher(endpoint=None, token=None, timeout=30, opener=open_url):
@@ -181,8 +178,8 @@ def hub_commit(fetch, endpoint, repo, revision="main", repo_type="model"):
 
 
 def pinned(revision, commit):
-    """Whether ``revision`` is the commit itself (a sha cannot move; a branch or tag can)."""
-    return bool(_COMMIT.fullmatch(revision or "")) and revision == commit
+    """Whether ``revision`` is the commit itself (the Hub's sha, which cannot move; a branch or tag can)."""
+    return revision == commit
 
 
 def moved_revisions(staged, fetch, endpoint):
