@@ -401,3 +401,129 @@ def read_live(run_command, nft, table):
         return parse_live(out, table), ""
     except ValueError as exc:
         return None, "%s -j list table inet %s: %s" % (nft, table, exc)
+
+
+# --- the boot unit ---------------------------------------------------------
+#
+# The system unit that loads the rules file at every boot (the role's
+# firewall_unit, laguna-spark-firewall.service): its text is rendered here,
+# the file written only when it differs (mode 0644, root:root), systemd
+# reloaded only then, and the unit enabled (not started: the module loads the
+# table itself) only when `systemctl is-enabled` says it is not.
+
+UNIT_DIR = "/etc/systemd/system"
+UNIT_MODE = 0o644
+UNIT_OWNER = (0, 0)
+# `systemctl is-enabled` states with rc 0 that ansible.builtin.systemd_service
+# (enabled: true) does not take as enabled, so runs `systemctl enable` for.
+_ENABLE_AGAIN = ("enabled-runtime", "indirect", "alias")
+
+
+def unit_text(nft, path, table):
+    """The boot unit's text: what the role's laguna-spark-firewall.service.j2
+    rendered (with ansible_managed "Ansible managed"), so that a node the
+    template wrote keeps its file. ``nft``: the executable's full path."""
+    lines = [
+        "# Ansible managed",
+        "# laguna.spark (role firewall): loads %s, the nftables table" % path,
+        "# inet %s that keeps Ray's ports to the cluster's own nodes," % table,
+        "# at every boot. The playbook loads it itself when it changes; this unit is",
+        "# enabled, not started by it.",
+        "#",
+        "# Ordering, like nftables.service's own:",
+        "# - After=nftables.service: its ExecStart (/etc/nftables.conf) starts with",
+        "#   `flush ruleset`, which would wipe this table were it loaded first.",
+        "#   PartOf= restarts this unit after nftables.service is restarted or",
+        "#   reloaded for the same reason.",
+        "# - After=ufw.service: ufw keeps to its own tables and would not wipe this",
+        "#   one; after it, both are in place together, before network-pre.target.",
+        "# - Before=network-pre.target and Wants= it (systemd.special(7): a firewall",
+        "#   that must be in place before any interface is configured): no window in",
+        "#   which Ray's ports could be reached from the network.",
+        "# - DefaultDependencies=no: basic.target comes too late for that; without",
+        "#   Conflicts=shutdown.target the table also stays until the very end of a",
+        "#   shutdown instead of being removed while the raylets still run.",
+        "[Unit]",
+        "Description=laguna-spark: Ray's ports reachable only from the cluster's nodes (nftables table inet %s)"
+        % table,
+        "Documentation=man:nft(8)",
+        "DefaultDependencies=no",
+        "After=local-fs.target nftables.service ufw.service",
+        "PartOf=nftables.service",
+        "Before=network-pre.target",
+        "Wants=network-pre.target",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "ExecStart=%s -f %s" % (nft, path),
+        "ExecReload=%s -f %s" % (nft, path),
+        '# "-": stopping succeeds when the table is gone already (a `flush ruleset`).',
+        "ExecStop=-%s delete table inet %s" % (nft, table),
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def is_enabled(rc, out):
+    """Whether ``systemctl is-enabled UNIT`` (rc, stdout) says the unit is enabled, as
+    ansible.builtin.systemd_service reads it: rc 0, except enabled-runtime, indirect
+    and alias; any other rc (disabled, masked, no such unit) is not enabled."""
+    return rc == 0 and (out or "").strip() not in _ENABLE_AGAIN
+
+
+def unit_file_state(before, stat, wanted, owner=UNIT_OWNER):
+    """What the unit file needs: dict(write, attributes, file_changed).
+
+    ``before``: its text (None when missing or not a regular file); ``stat``:
+    (mode bits, uid, gid) of the path itself (lstat), None when missing;
+    ``wanted``: the text. ``write``: the text (or a symlink in its place)
+    differs; ``attributes``: only the mode (0644) or owner (root:root) does."""
+    write = before != wanted or stat is None
+    attributes = not write and tuple(stat) != (UNIT_MODE,) + tuple(owner)
+    return dict(write=write, attributes=attributes, file_changed=write or attributes)
+
+
+def unit_plan(file_state, enabled):
+    """The boot unit's actions: dict(file_changed, daemon_reload, enable).
+
+    systemd is reloaded when the file changes (as the enable task's
+    ``daemon_reload: <unit file task> is changed`` did); the unit is enabled
+    when ``systemctl is-enabled`` said it is not (a unit file not written yet
+    is not enabled: check mode reports the enable as a change too)."""
+    return dict(file_changed=file_state["file_changed"], daemon_reload=file_state["file_changed"],
+                enable=not enabled)
+
+
+def read_enabled(run_command, systemctl, name):
+    """(enabled, state) of the unit from ``systemctl is-enabled``; state is its word
+    (enabled, disabled, masked, ...) or its error when it printed none."""
+    rc, out, err = run_command([systemctl, "is-enabled", name])
+    state = (out or "").strip() or (err or "").strip()[-300:] or "rc=%d" % rc
+    return is_enabled(rc, out), state
+
+
+def apply_unit(run_command, systemctl, name, plan, write):
+    """Carry out ``plan`` (unit_plan) in a real run: ``write()`` puts the file in
+    place (text, mode, owner), then `systemctl daemon-reload`; then the unit is
+    enabled if ``plan["enable"]`` or, after a write, `systemctl is-enabled` (read
+    again: the new file's [Install] decides) says it is not. Returns (enabled
+    now by this run, error): error is "" on success, else the message to fail
+    with (ansible.builtin.systemd_service's wording)."""
+    enable = plan["enable"]
+    if plan["file_changed"]:
+        write()
+    if plan["daemon_reload"]:
+        rc, out, err = run_command([systemctl, "daemon-reload"])
+        if rc != 0:
+            return False, "failure %d during daemon-reload: %s" % (rc, (err or out).strip())
+        enable = not read_enabled(run_command, systemctl, name)[0]
+    if not enable:
+        return False, ""
+    rc, out, err = run_command([systemctl, "enable", name])
+    if rc != 0:
+        return False, "Unable to enable service %s: %s" % (name, (out + err).strip())
+    return True, ""

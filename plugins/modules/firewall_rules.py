@@ -26,14 +26,22 @@ description:
     match. The file is written only when it differs (checked with C(nft --check) first), the table
     loaded only when the live one is not current.
   - Host names in O(cluster) are resolved on the node; one that does not resolve fails, naming the host.
+  - With O(unit), the system unit that loads O(path) at every boot too. Its file (O(unit.dir)/O(unit.name),
+    mode 0644, owner root) is written only when it differs, C(systemctl daemon-reload) runs only when the file
+    changed, and C(systemctl enable) only when C(systemctl is-enabled) says the unit is not enabled. The unit
+    is not started (the module loads the table itself). Every read (the live table, both files, C(is-enabled))
+    comes before any change.
   - O(state=absent) deletes the live table and removes the file.
 attributes:
   check_mode:
     support: full
-    description: Says whether the file would be written and the table loaded or deleted; changes nothing.
+    description:
+      - Says whether the file would be written and the table loaded or deleted, and with O(unit) whether the
+        unit file would be written, systemd reloaded and the unit enabled (also when its file is not there yet);
+        changes nothing.
   diff_mode:
     support: full
-    description: The file's text before and after.
+    description: The rules file's text before and after, and with O(unit) the unit file's (a list of both when both differ).
   platform:
     support: full
     platforms: linux
@@ -127,6 +135,23 @@ options:
     type: list
     elements: str
     default: []
+  unit:
+    description:
+      - The system unit that loads O(path) at boot (the firewall role's C(firewall_unit)). Its text is fixed
+        (C(After=nftables.service), C(Before=network-pre.target), C(ExecStart=<nft> -f <path>),
+        C(ExecStop=-<nft> delete table inet <table>), C(WantedBy=multi-user.target)).
+      - Unset, the module leaves units alone. Ignored with O(state=absent) (the teardown role disables and
+        removes the unit itself).
+    type: dict
+    suboptions:
+      name:
+        description: The unit's name, ending in C(.service).
+        type: str
+        required: true
+      dir:
+        description: The directory of its file.
+        type: path
+        default: /etc/systemd/system
 author:
   - laguna-spark developers (!UNKNOWN)
 """
@@ -141,6 +166,16 @@ EXAMPLES = r"""
       - {name: spark-2, addresses: [spark-2.local], roce_ip: 192.168.100.2}
     api_port: 8000
     api_sources: [10.0.0.0/24]
+  become: true
+
+- name: The same, and the unit that loads the table at boot
+  laguna.spark.firewall_rules:
+    ray_port: 6379
+    ray_ports: {node_manager: 6380, object_manager: 6381, min_worker: 10002, max_worker: 19999}
+    cluster:
+      - {name: spark-1, addresses: [spark-1.local], roce_ip: 192.168.100.1}
+    unit:
+      name: laguna-spark-firewall.service
   become: true
 
 - name: Remove the table and its file
@@ -196,9 +231,37 @@ api_sources:
   returned: state=present
   type: list
   elements: str
+unit:
+  description: The boot unit (O(unit)).
+  returned: O(unit) is set and O(state=present)
+  type: dict
+  contains:
+    name:
+      description: The unit's name.
+      type: str
+      sample: laguna-spark-firewall.service
+    path:
+      description: Its file.
+      type: str
+      sample: /etc/systemd/system/laguna-spark-firewall.service
+    file_changed:
+      description: The file was (or would be) written, or its mode or owner set.
+      type: bool
+    daemon_reload:
+      description: C(systemctl daemon-reload) ran (or would run).
+      type: bool
+    enabled:
+      description: C(systemctl enable) ran (or would run).
+      type: bool
+    state:
+      description: What C(systemctl is-enabled) said before the run (C(enabled), C(disabled), or its error).
+      type: str
+      sample: enabled
 """
 
 import os
+import re
+import stat
 import socket
 
 from ansible.module_utils.common.text.converters import to_bytes
@@ -207,6 +270,9 @@ from ansible_collections.laguna.spark.plugins.module_utils import files, firewal
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 MODE = 0o644
+# The unit file's owner (uid, gid); a unit test run by another user sets its own.
+UNIT_OWNER = firewall.UNIT_OWNER
+UNIT_NAME_RE = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.service$")
 
 
 def _read(path):
@@ -241,6 +307,66 @@ def _write(module, nft, path, text):
     files.write_atomic(module, path, to_bytes(text, errors="surrogate_or_strict"), mode=MODE, suffix=".nft", check=check)
 
 
+def _unit_file(path):
+    """(text or None, (mode, uid, gid) or None) of the unit file; a symlink or anything
+    but a regular file reads as no text (the file is written in its place)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None, None
+    text = _read(path) if stat.S_ISREG(st.st_mode) else None
+    return text, (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid)
+
+
+class Unit(object):
+    """The boot unit (option unit): read by probe(), changed by apply()."""
+
+    def __init__(self, module, nft, node):
+        spec = module.params["unit"]
+        self.module, self.name = module, spec["name"]
+        if not UNIT_NAME_RE.match(self.name):
+            module.fail_json(msg="unit.name %r: a unit name ending in .service (laguna-spark-firewall.service)"
+                             % self.name)
+        self.systemctl = module.get_bin_path("systemctl")
+        if not self.systemctl:
+            module.fail_json(msg="systemctl not found on %s: the unit %s that loads the firewall at boot needs "
+                                 "systemd; leave unit unset (the table is loaded all the same, but not at boot)"
+                                 % (node, self.name))
+        self.path = os.path.join(spec["dir"], self.name)
+        self.text = firewall.unit_text(nft, module.params["path"], module.params["table"])
+        self.before = None
+        self.plan = None
+        self.write_text = False
+
+    def probe(self):
+        """Read the file and `systemctl is-enabled`; the result's unit dict."""
+        self.before, attributes = _unit_file(self.path)
+        file_state = firewall.unit_file_state(self.before, attributes, self.text, UNIT_OWNER)
+        enabled, state = firewall.read_enabled(self.module.run_command, self.systemctl, self.name)
+        self.plan = firewall.unit_plan(file_state, enabled)
+        self.write_text = file_state["write"]
+        return dict(name=self.name, path=self.path, file_changed=self.plan["file_changed"],
+                    daemon_reload=self.plan["daemon_reload"], enabled=self.plan["enable"], state=state)
+
+    def diff(self):
+        return dict(before=self.before or "", after=self.text, before_header=self.path, after_header=self.path)
+
+    def write(self):
+        if self.write_text:
+            files.write_atomic(self.module, self.path, to_bytes(self.text, errors="surrogate_or_strict"),
+                               mode=MODE, dir_mode=0o755)
+        os.chown(self.path, *UNIT_OWNER)  # atomic_move keeps an old file's owner
+        os.chmod(self.path, MODE)
+
+    def apply(self):
+        """Carry the plan out; True when the unit was enabled by it."""
+        enabled, error = firewall.apply_unit(self.module.run_command, self.systemctl, self.name, self.plan,
+                                             self.write)
+        if error:
+            self.module.fail_json(msg=error)
+        return enabled
+
+
 def present(module, nft, node):
     p = module.params
     try:
@@ -250,6 +376,7 @@ def present(module, nft, node):
         wanted = firewall.render(p["table"], ports, cluster, p["extra_sources"], p["api_port"], p["api_sources"])
     except ValueError as exc:
         module.fail_json(msg="%s on %s" % (exc, node))
+    unit = Unit(module, nft, node) if p["unit"] else None
     live, error = firewall.read_live(module.run_command, nft, p["table"])
     if error:
         module.fail_json(msg=error)
@@ -261,8 +388,16 @@ def present(module, nft, node):
                   file_changed=file_changed, loaded=not current, deleted=False, nft=nft,
                   live="current" if current else ("stale" if live["present"] else "absent"),
                   ports=wanted["ports"], sources=wanted["sources"], api_sources=wanted["api_sources"])
-    if file_changed and module._diff:
-        result["diff"] = dict(before=before or "", after=wanted["text"], before_header=path, after_header=path)
+    diffs = []
+    if file_changed:
+        diffs.append(dict(before=before or "", after=wanted["text"], before_header=path, after_header=path))
+    if unit:
+        result["unit"] = unit.probe()
+        result["changed"] = result["changed"] or result["unit"]["file_changed"] or result["unit"]["enabled"]
+        if result["unit"]["file_changed"]:
+            diffs.append(unit.diff())
+    if diffs and module._diff:
+        result["diff"] = diffs[0] if len(diffs) == 1 else diffs
     if module.check_mode:
         module.exit_json(**result)
     if file_changed:
@@ -272,6 +407,9 @@ def present(module, nft, node):
             _write(module, nft, path, wanted["text"])
     if not current:
         _run(module, [nft, "-f", path], "%s -f %s" % (nft, path))
+    if unit:
+        result["unit"]["enabled"] = unit.apply()
+        result["changed"] = result["changed"] or result["unit"]["enabled"]
     module.exit_json(**result)
 
 
@@ -320,6 +458,10 @@ def main():
         extra_sources=dict(type="list", elements="str", default=[]),
         api_port=dict(type="int"),
         api_sources=dict(type="list", elements="str", default=[]),
+        unit=dict(type="dict", options=dict(
+            name=dict(type="str", required=True),
+            dir=dict(type="path", default=firewall.UNIT_DIR),
+        )),
     ))
     node = socket.gethostname()
     if not firewall.TABLE_RE.match(module.params["table"]):

@@ -21,6 +21,7 @@ import pytest
 
 from ansible_collections.laguna.spark.plugins.module_utils import fabric, firewall
 from ansible_collections.laguna.spark.plugins.modules import firewall_rules
+from helpers import FIXTURES, ROOT
 from helpers.fake_bin import on_path, python_script
 
 RAY_PORTS = {"node_manager": 6380, "object_manager": 6381, "metrics_export": 6382, "dashboard_agent_grpc": 6383,
@@ -582,3 +583,308 @@ def test_the_monitoring_ports_are_guarded_only_with_monitoring_on():
     text = firewall.render("laguna_spark", firewall.ray_ports(6379, {"node_manager": 6380})
                            + firewall.monitoring_ports(True, ports), ["192.168.100.1"])["text"]
     assert "9090" in text and "9100" in text
+
+
+# --- the boot unit ---------------------------------------------------------
+
+UNIT = "laguna-spark-firewall.service"
+# The role's template of the unit (roles/firewall/templates, until the module
+# rendered the unit itself), kept to show that the module writes the same file:
+# a node the template set up keeps its file, nothing is reloaded.
+UNIT_TEMPLATE = os.path.join(FIXTURES, "firewall", "laguna-spark-firewall.service.j2")
+
+
+def _render_template(**variables):
+    import jinja2  # pylint: disable=import-outside-toplevel
+
+    # As ansible.builtin.template renders (trim_blocks, the trailing newline kept).
+    env = jinja2.Environment(trim_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    with open(UNIT_TEMPLATE) as handle:
+        return env.from_string(handle.read()).render(ansible_managed="Ansible managed", **variables)
+
+
+def test_the_unit_text_is_what_the_roles_template_rendered():
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(ROOT, "roles", "firewall", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    with open(os.path.join(ROOT, "roles", "firewall", "vars", "main.yml")) as handle:
+        assert yaml.safe_load(handle)["firewall_unit"] == UNIT
+    for nft, path, table in (("/usr/sbin/nft", defaults["firewall_path"], defaults["firewall_table"]),
+                             ("/opt/bin/nft", "/srv/site/ray.nft", "site_ray")):
+        rendered = _render_template(firewall_rules={"nft": nft}, firewall_path=path, firewall_table=table)
+        assert firewall.unit_text(nft, path, table) == rendered
+    text = firewall.unit_text("/usr/sbin/nft", "/etc/laguna-spark/firewall.nft", "laguna_spark")
+    assert "ExecStart=/usr/sbin/nft -f /etc/laguna-spark/firewall.nft\n" in text
+    assert "ExecStop=-/usr/sbin/nft delete table inet laguna_spark\n" in text and text.endswith("multi-user.target\n")
+
+
+def test_is_enabled_reads_systemctl_as_the_systemd_service_module_did():
+    assert firewall.is_enabled(0, "enabled\n") and firewall.is_enabled(0, "static\n")
+    for rc, out in ((0, "enabled-runtime\n"), (0, "indirect\n"), (0, "alias\n"), (1, "disabled\n"),
+                    (1, "masked\n"), (1, "linked\n"), (4, ""), (1, "")):
+        assert not firewall.is_enabled(rc, out), (rc, out)
+
+
+def test_the_unit_file_is_written_when_its_text_differs_and_fixed_when_its_mode_or_owner_does():
+    want = "unit\n"
+    unchanged = dict(write=False, attributes=False, file_changed=False)
+    assert firewall.unit_file_state(want, (0o644, 0, 0), want) == unchanged
+    for before, attributes in ((None, None), ("old\n", (0o644, 0, 0)), (None, (0o777, 0, 0))):  # missing, old, link
+        assert firewall.unit_file_state(before, attributes, want) == dict(write=True, attributes=False,
+                                                                          file_changed=True)
+    for attributes in ((0o600, 0, 0), (0o4644, 0, 0), (0o644, 1000, 0), (0o644, 0, 1000)):
+        assert firewall.unit_file_state(want, attributes, want) == dict(write=False, attributes=True,
+                                                                        file_changed=True), attributes
+    assert not firewall.unit_file_state(want, (0o644, 1000, 1000), want, owner=(1000, 1000))["file_changed"]
+
+
+def test_the_unit_plan_reloads_only_after_a_change_and_enables_only_a_unit_not_enabled():
+    same = firewall.unit_file_state("u", (0o644, 0, 0), "u")
+    new = firewall.unit_file_state(None, None, "u")
+    assert firewall.unit_plan(same, True) == dict(file_changed=False, daemon_reload=False, enable=False)
+    assert firewall.unit_plan(same, False) == dict(file_changed=False, daemon_reload=False, enable=True)
+    assert firewall.unit_plan(new, False) == dict(file_changed=True, daemon_reload=True, enable=True)
+    assert firewall.unit_plan(new, True) == dict(file_changed=True, daemon_reload=True, enable=False)
+
+
+class FakeRun(object):
+    """run_command faked: argv recorded, answers by verb ({verb: (rc, out, err)} or a list of them, in turn)."""
+
+    def __init__(self, answers):
+        self.answers, self.calls = answers, []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        answer = self.answers.get(argv[1], (0, "", ""))
+        return answer.pop(0) if isinstance(answer, list) else answer
+
+
+def test_apply_unit_does_only_what_the_plan_says():
+    written = []
+    plan = firewall.unit_plan(firewall.unit_file_state("u", (0o644, 0, 0), "u"), True)
+    run = FakeRun({})
+    assert firewall.apply_unit(run, "systemctl", UNIT, plan, lambda: written.append(1)) == (False, "")
+    assert run.calls == [] and written == []
+    # Not enabled: enabled, nothing written or reloaded.
+    run = FakeRun({})
+    plan = firewall.unit_plan(firewall.unit_file_state("u", (0o644, 0, 0), "u"), False)
+    assert firewall.apply_unit(run, "systemctl", UNIT, plan, lambda: written.append(1)) == (True, "")
+    assert run.calls == [["systemctl", "enable", UNIT]] and written == []
+    # A new file: written, reloaded, is-enabled read again (the new file's [Install] decides), then enabled.
+    new = firewall.unit_file_state(None, None, "u")
+    run = FakeRun({"is-enabled": (1, "disabled\n", "")})
+    assert firewall.apply_unit(run, "systemctl", UNIT, firewall.unit_plan(new, False), lambda: written.append(1)) \
+        == (True, "")
+    assert written == [1] and run.calls == [["systemctl", "daemon-reload"], ["systemctl", "is-enabled", UNIT],
+                                            ["systemctl", "enable", UNIT]]
+    # A changed file of a unit enabled already: written and reloaded, not enabled again.
+    run = FakeRun({"is-enabled": (0, "enabled\n", "")})
+    assert firewall.apply_unit(run, "systemctl", UNIT, firewall.unit_plan(new, True), lambda: None) == (False, "")
+    assert [c[1] for c in run.calls] == ["daemon-reload", "is-enabled"]
+
+
+def test_apply_unit_fails_with_systemctls_message():
+    new = firewall.unit_plan(firewall.unit_file_state(None, None, "u"), False)
+    run = FakeRun({"daemon-reload": (1, "", "Failed to reload daemon: Access denied\n")})
+    assert firewall.apply_unit(run, "systemctl", UNIT, new, lambda: None) == (
+        False, "failure 1 during daemon-reload: Failed to reload daemon: Access denied")
+    assert [c[1] for c in run.calls] == ["daemon-reload"]
+    run = FakeRun({"enable": (1, "", "Failed to enable unit: Unit file %s is masked.\n" % UNIT)})
+    plan = firewall.unit_plan(firewall.unit_file_state("u", (0o644, 0, 0), "u"), False)
+    assert firewall.apply_unit(run, "systemctl", UNIT, plan, lambda: None) == (
+        False, "Unable to enable service %s: Failed to enable unit: Unit file %s is masked." % (UNIT, UNIT))
+
+
+def test_read_enabled_gives_the_state_word_or_the_error():
+    run = FakeRun({"is-enabled": [(0, "enabled\n", ""), (1, "disabled\n", ""),
+                                  (1, "", "Failed to get unit file state for %s: No such file or directory\n" % UNIT)]})
+    assert firewall.read_enabled(run, "/usr/bin/systemctl", UNIT) == (True, "enabled")
+    assert firewall.read_enabled(run, "/usr/bin/systemctl", UNIT) == (False, "disabled")
+    enabled, state = firewall.read_enabled(run, "/usr/bin/systemctl", UNIT)
+    assert not enabled and state.endswith("No such file or directory")
+    assert run.calls[0] == ["/usr/bin/systemctl", "is-enabled", UNIT]
+
+
+FAKE_SYSTEMCTL = r'''
+import json, os, sys
+
+state_path = os.environ["FAKE_SYSTEMCTL_STATE"]
+state = json.load(open(state_path)) if os.path.exists(state_path) else {"enabled": {}, "calls": []}
+args = sys.argv[1:]
+state["calls"].append(args)
+json.dump(state, open(state_path, "w"))
+unit_file = os.path.join(os.environ["FAKE_UNIT_DIR"], args[-1])
+if args[0] == "is-enabled":
+    if not os.path.exists(unit_file):
+        sys.stderr.write("Failed to get unit file state for %s: No such file or directory\n" % args[1])
+        sys.exit(1)
+    word = state["enabled"].get(args[1], "disabled")
+    print(word)
+    sys.exit(0 if word == "enabled" else 1)
+elif args[0] == "enable":
+    if not os.path.exists(unit_file):
+        sys.stderr.write("Failed to enable unit: Unit file %s does not exist.\n" % args[1])
+        sys.exit(1)
+    state["enabled"][args[1]] = "enabled"
+    json.dump(state, open(state_path, "w"))
+elif args[0] != "daemon-reload":
+    sys.stderr.write("fake systemctl: unexpected %r\n" % args)
+    sys.exit(2)
+'''
+
+
+@pytest.fixture
+def systemctl(tmp_path, monkeypatch):
+    """A fake systemctl on PATH (is-enabled, enable, daemon-reload); the unit files in tmp_path/units."""
+    script = tmp_path / "fake_systemctl.py"
+    script.write_text(FAKE_SYSTEMCTL)
+    on_path(monkeypatch, tmp_path / "fake-systemctl-bin", {"systemctl": python_script(script)})
+    state = tmp_path / "fake-systemctl-state.json"
+    units = tmp_path / "units"
+    units.mkdir()
+    monkeypatch.setenv("FAKE_SYSTEMCTL_STATE", str(state))
+    monkeypatch.setenv("FAKE_UNIT_DIR", str(units))
+    # The unit file's owner: root's here as on a node; another user's own when the tests run as one.
+    monkeypatch.setattr(firewall_rules, "UNIT_OWNER", (os.geteuid(), os.getegid()))
+
+    class Systemctl:
+        dir = str(units)
+        path = str(units / UNIT)
+
+        def read(self):
+            return json.loads(state.read_text()) if state.exists() else {"enabled": {}, "calls": []}
+
+        def verbs(self):
+            return [c[0] for c in self.read()["calls"]]
+
+        def forget_calls(self):
+            data = self.read()
+            data["calls"] = []
+            state.write_text(json.dumps(data))
+
+        def set(self, word):
+            data = self.read()
+            data["enabled"][UNIT] = word
+            state.write_text(json.dumps(data))
+
+    return Systemctl()
+
+
+def _unit_args(tmp_path, systemctl, **more):
+    return _args(tmp_path, unit={"name": UNIT, "dir": systemctl.dir}, **more)
+
+
+def test_the_unit_is_installed_reloaded_and_enabled_and_a_rerun_only_reads(run_module, nft, systemctl, tmp_path):
+    args = _unit_args(tmp_path, systemctl)
+    first = run_module(firewall_rules, args)
+    assert not first.failed, first.get("msg")
+    assert first["changed"] and first["loaded"] and first["file_changed"]
+    assert first["unit"] == {"name": UNIT, "path": systemctl.path, "file_changed": True, "daemon_reload": True,
+                             "enabled": True, "state": first["unit"]["state"]}
+    assert "No such file or directory" in first["unit"]["state"]
+    assert open(systemctl.path).read() == firewall.unit_text(nft.path, args["path"], "laguna_spark")
+    st = os.stat(systemctl.path)
+    assert st.st_mode & 0o7777 == 0o644 and (st.st_uid, st.st_gid) == firewall_rules.UNIT_OWNER
+    assert systemctl.verbs() == ["is-enabled", "daemon-reload", "is-enabled", "enable"]
+    assert systemctl.read()["enabled"] == {UNIT: "enabled"}
+    systemctl.forget_calls()
+    nft.forget_calls()
+    mtime = os.stat(systemctl.path).st_mtime_ns
+    again = run_module(firewall_rules, args)
+    assert not again["changed"] and again["unit"] == {"name": UNIT, "path": systemctl.path, "file_changed": False,
+                                                      "daemon_reload": False, "enabled": False, "state": "enabled"}
+    assert "diff" not in again and os.stat(systemctl.path).st_mtime_ns == mtime
+    # The probe: one read of the table, one of is-enabled, nothing else.
+    assert systemctl.verbs() == ["is-enabled"] and nft.read()["calls"] == [["-j", "list", "table", "inet",
+                                                                            "laguna_spark"]]
+
+
+def test_a_disabled_unit_is_enabled_and_nothing_else(run_module, nft, systemctl, tmp_path):
+    args = _unit_args(tmp_path, systemctl)
+    run_module(firewall_rules, args)
+    systemctl.set("disabled")  # systemctl disable
+    systemctl.forget_calls()
+    check = run_module(firewall_rules, args, check_mode=True)
+    assert check["changed"] and check["unit"]["enabled"] and not check["unit"]["file_changed"]
+    assert check["unit"]["state"] == "disabled" and systemctl.verbs() == ["is-enabled"]
+    systemctl.forget_calls()
+    result = run_module(firewall_rules, args)
+    assert result["changed"] and result["unit"]["enabled"] and not result["unit"]["daemon_reload"]
+    assert not result["file_changed"] and not result["loaded"]
+    assert systemctl.verbs() == ["is-enabled", "enable"]
+
+
+def test_an_edited_unit_file_is_written_back_with_a_diff_and_systemd_reloaded(run_module, nft, systemctl, tmp_path):
+    args = _unit_args(tmp_path, systemctl)
+    run_module(firewall_rules, args)
+    wanted = open(systemctl.path).read()
+    with open(systemctl.path, "w") as handle:
+        handle.write(wanted.replace("Before=network-pre.target\n", ""))
+    systemctl.forget_calls()
+    check = run_module(firewall_rules, args, check_mode=True, diff=True)
+    assert check["changed"] and check["unit"]["file_changed"] and check["unit"]["daemon_reload"]
+    assert not check["unit"]["enabled"] and not check["file_changed"]
+    assert check["diff"] == {"before": wanted.replace("Before=network-pre.target\n", ""), "after": wanted,
+                             "before_header": systemctl.path, "after_header": systemctl.path}
+    assert "Before=network-pre.target\n" not in open(systemctl.path).read()  # check mode wrote nothing
+    result = run_module(firewall_rules, args)
+    assert result["unit"]["file_changed"] and not result["unit"]["enabled"]
+    assert open(systemctl.path).read() == wanted
+    assert systemctl.verbs() == ["is-enabled", "is-enabled", "daemon-reload", "is-enabled"]
+    # Its mode alone: set again, systemd reloaded as after any change of the file.
+    os.chmod(systemctl.path, 0o600)
+    systemctl.forget_calls()
+    mode = run_module(firewall_rules, args)
+    assert mode["changed"] and mode["unit"]["file_changed"] and os.stat(systemctl.path).st_mode & 0o7777 == 0o644
+    assert systemctl.verbs() == ["is-enabled", "daemon-reload", "is-enabled"]
+    # A symlink in its place: replaced by the file.
+    os.unlink(systemctl.path)
+    os.symlink(args["path"], systemctl.path)
+    assert run_module(firewall_rules, args)["unit"]["file_changed"] and not os.path.islink(systemctl.path)
+    assert open(systemctl.path).read() == wanted
+
+
+def test_check_mode_on_a_fresh_node_reports_the_unit_and_changes_nothing(run_module, nft, systemctl, tmp_path):
+    args = _unit_args(tmp_path, systemctl)
+    result = run_module(firewall_rules, args, check_mode=True, diff=True)
+    assert result["changed"] and result["file_changed"] and result["loaded"]
+    # The unit file is not there yet: it would be written, systemd reloaded and the unit enabled.
+    assert result["unit"]["file_changed"] and result["unit"]["daemon_reload"] and result["unit"]["enabled"]
+    assert [d["after_header"] for d in result["diff"]] == [args["path"], systemctl.path]
+    assert result["diff"][1]["before"] == "" and result["diff"][1]["after"] == firewall.unit_text(
+        nft.path, args["path"], "laguna_spark")
+    assert not os.path.exists(systemctl.path) and not os.path.exists(args["path"])
+    assert systemctl.verbs() == ["is-enabled"] and systemctl.read()["enabled"] == {} and nft.calls("-f") == []
+
+
+def test_the_unit_option_fails_naming_the_cause(run_module, nft, systemctl, tmp_path, monkeypatch):
+    bad = run_module(firewall_rules, _args(tmp_path, unit={"name": "../evil.service", "dir": systemctl.dir}))
+    assert bad.failed and "unit.name '../evil.service'" in bad["msg"] and not os.path.exists(_args(tmp_path)["path"])
+    assert systemctl.verbs() == [] and nft.read()["calls"] == []
+    # A masked unit: systemctl's refusal is the failure.
+    args = _unit_args(tmp_path, systemctl)
+    run_module(firewall_rules, args)
+    systemctl.set("masked")
+    script = tmp_path / "fake_systemctl.py"
+    script.write_text(FAKE_SYSTEMCTL.replace(
+        'elif args[0] == "enable":',
+        'elif args[0] == "enable" and state["enabled"].get(args[1]) == "masked":\n'
+        '    sys.stderr.write("Failed to enable unit: Unit file %s is masked.\\n" % args[1])\n'
+        '    sys.exit(1)\n'
+        'elif args[0] == "enable":'))
+    masked = run_module(firewall_rules, args)
+    assert masked.failed and masked["msg"] == (
+        "Unable to enable service %s: Failed to enable unit: Unit file %s is masked." % (UNIT, UNIT))
+    # No systemctl: the failure says what the unit is for.
+    monkeypatch.setenv("PATH", os.path.dirname(nft.path))
+    gone = run_module(firewall_rules, args)
+    assert gone.failed and "systemctl not found" in gone["msg"] and UNIT in gone["msg"]
+
+
+def test_without_the_unit_option_no_systemctl_runs(run_module, nft, systemctl, tmp_path):
+    result = run_module(firewall_rules, _args(tmp_path))
+    assert result["changed"] and "unit" not in result and systemctl.verbs() == []
+    assert os.listdir(systemctl.dir) == []
+    gone = run_module(firewall_rules, _unit_args(tmp_path, systemctl, state="absent"))
+    assert gone["changed"] and "unit" not in gone and systemctl.verbs() == []
