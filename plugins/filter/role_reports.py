@@ -1,9 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""linger_report, vllm_patch_report: the read-only reports of the linger and
-vllm_patch roles from what their status tasks read (the logic:
-plugins/module_utils/status_reports.py)."""
+"""vllm_patch_report: the vllm_patch role's read-only report from what its
+status task reads (the logic: plugins/module_utils/status_reports.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +10,6 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.laguna.spark.plugins.module_utils import status_reports
-
-
-def linger_report(show, user):
-    """{ok, linger, problems} from the result of `loginctl show-user <user> --property=Linger --value`."""
-    if not isinstance(show, Mapping) or "rc" not in show:
-        raise AnsibleFilterError("linger_report: the input must be the result of the loginctl command (with rc)")
-    return status_reports.linger(show["rc"], show.get("stdout"), show.get("stderr"), user)
 
 
 def vllm_patch_report(status):
@@ -29,4 +21,4 @@ def vllm_patch_report(status):
 
 class FilterModule(object):
     def filters(self):
-        return {"linger_report": linger_report, "vllm_patch_report": vllm_patch_report}
+        return {"vllm_patch_report": vllm_patch_report}

@@ -5,9 +5,10 @@
 (facts staging_report, ray_cluster_report, vllm_serve_report), built from what
 their status tasks read, and of the linger and vllm_patch roles (facts
 linger_report, vllm_patch_report). Pure functions: the module status_report
-calls the first three, the filters linger_report and vllm_patch_report the
-other two (both on the controller, from results the status tasks have), and
-the unit tests test them."""
+calls the first three (on the controller), the user_linger module the linger
+one (on the node, module_utils/linger.py), the filter vllm_patch_report the
+last (on the controller, from the result its status task has), and the unit
+tests test them."""
 
 from __future__ import annotations
 
