@@ -1,17 +1,23 @@
 # -*- coding: utf-8 -*-
 # Copyright: laguna-spark developers
 # Apache-2.0
-"""The preflight role's judgements of what its tasks read: the NVIDIA driver,
-the free space for the checkpoints, the RoCE link (through the filters
-preflight_driver, preflight_space and preflight_roce).
+"""The preflight role's probe (module preflight_info): what it reads on a node
+and its judgements of it: the NVIDIA driver, the free space for the
+checkpoints, the RoCE link, and what a run would change (stray processes,
+cached pages of the model trees).
 
-Each returns {"ok": bool, "msg": str}: the message of the failure, naming the
-node, what was found and what is needed, or the one-line summary on success.
+The judgements return {"ok": bool, "msg": str}: the message of the failure,
+naming the node, what was found and what is needed, or the one-line summary
+on success; the role asserts on them.
 """
 
 from __future__ import annotations
 
+import os
+
 from ansible.module_utils.compat.version import LooseVersion
+from ansible_collections.laguna.spark.plugins.module_utils import model_stage
+from ansible_collections.laguna.spark.plugins.module_utils.files import nearest, read_sysfs
 
 
 def _newer_or_equal(version, minimum):
@@ -74,3 +80,59 @@ def roce(operstate, addresses, port_state, ifname, address, hca, port, host):
     return {"ok": False, "msg": "%s: %s is %s, %s, RDMA port %s/%s is %s. Check the cable, `ip addr`, and `ibv_devinfo`."
                                 % (host, ifname, link or "missing", ("has " if carries else "does not carry ") + address,
                                    hca, port, state or "missing")}
+
+
+# --- What the probe (module preflight_info) reads, and what it finds to do ----------------------
+
+def missing_executables(venv, names, exists=os.path.exists):
+    """The names in ``names`` that are not in ``venv``/bin (in their order, once each)."""
+    missing = []
+    for name in names:
+        if name not in missing and not exists(os.path.join(venv, "bin", name)):
+            missing.append(name)
+    return missing
+
+
+def free_bytes(path):
+    """(the nearest existing of ``path`` and its parents, the bytes free there for an unprivileged
+    user), what `df -P -B1` prints as Available: f_bavail blocks of f_frsize bytes."""
+    where = nearest(path, os.path.exists)
+    stat = os.statvfs(where)
+    return where, stat.f_bavail * stat.f_frsize
+
+
+def staged_bytes(paths):
+    """The bytes already staged in the checkpoint trees ``paths``, counted as model_stage_info
+    counts its total_bytes (hf's .cache and *.incomplete files left out)."""
+    return sum(model_stage.scan(path)["total_bytes"] for path in paths)
+
+
+def roce_state(sysfs_net, ifname, sysfs_infiniband, hca, port):
+    """(the netdev's operstate, the RDMA port's state) from sysfs, "" where unreadable."""
+    return (read_sysfs(os.path.join(sysfs_net, ifname, "operstate")) or "",
+            read_sysfs(os.path.join(sysfs_infiniband, hca, "ports", str(port), "state")) or "")
+
+
+def run_as(user, current, runuser):
+    """The argv prefix that runs a command as ``user`` from a process running as ``current``:
+    nothing when they are the same, else ``runuser -u USER --``."""
+    if user == current:
+        return []
+    return [runuser, "-u", user, "--"]
+
+
+def ssh_argv(ssh, options, user, address):
+    """The head's SSH check of one worker: ssh OPTIONS USER@ADDRESS true (as the role ran it)."""
+    return [ssh] + list(options) + ["%s@%s" % (user, address), "true"]
+
+
+def differences(host, strays, unit, page_cache):
+    """One line per thing a run would change on ``host``: each process matching the stray
+    pattern outside ``unit`` (it is stopped, or the run fails), and the model trees' cached
+    pages (``page_cache``: the page_cache survey, None when the purge is off), dropped."""
+    lines = ["%s: pid %d (%s) runs outside %s: %s" % (host, s["pid"], s["unit"] or "no unit", unit, s["cmdline"][:160])
+             for s in strays]
+    if page_cache and page_cache["cached_bytes"] > 0:
+        lines.append("%s: %.2f GB of the model trees in the page cache, to drop"
+                     % (host, page_cache["cached_bytes"] / 1e9))
+    return lines

@@ -31,11 +31,25 @@ def node(tmp_path):
     }
 
 
+# Tasks that run on the controller only (and the role's argument check): the probe is the role's
+# one task that reaches the node.
+CONTROLLER_SIDE = {"assert", "debug", "set_fact", "include_tasks", "meta", "validate_argument_spec"}
+
+
+def node_tasks(result):
+    """The preflight role's tasks that ran a module on the node (not skipped)."""
+    return [e["event_data"]["task"] for e in result.events
+            if e.get("event") in ("runner_on_ok", "runner_on_failed", "runner_item_on_ok")
+            and e["event_data"].get("role") == "preflight"
+            and e["event_data"].get("task_action", "").rpartition(".")[2] not in CONTROLLER_SIDE]
+
+
 def test_a_good_node_passes_unchanged(runner, node):
     result = runner.include_role("preflight", node)
     assert result.rc == 0, result.text
     assert "driver 580.95.05" in result.flat
     assert result.stats["changed"].get("localhost", 0) == 0
+    assert node_tasks(result) == ["Read what preflight checks on the node"]
 
 
 def test_an_old_driver_fails(runner, node, monkeypatch):
@@ -80,6 +94,22 @@ def test_stray_vllm_serve_is_killed_once(runner, node):
     finally:
         if stray.poll() is None:
             stray.kill()
+
+
+def test_check_mode_names_a_stray_and_leaves_it(runner, node):
+    stray = subprocess.Popen(["bash", "-c", 'exec -a "vllm serve /models/checked --port 8002" sleep 300'])
+    try:
+        time.sleep(0.2)
+        result = runner.include_role("preflight", node, cmdline="--check")
+        assert result.rc == 0, result.text
+        assert "localhost: pid %d (" % stray.pid in result.flat and "/models/checked" in result.flat
+        assert result.stats["changed"]["localhost"] == 1  # what a real run changes
+        assert stray.poll() is None
+        assert node_tasks(result) == ["Read what preflight checks on the node",
+                                      "Stop vllm serve processes that the managed unit does not own"]
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 def test_a_stray_vllm_serve_fails_the_run_when_asked(runner, node):
