@@ -13,6 +13,7 @@ Ray's metrics agent needs them), which EXTRAS_CHECK asks the venv's python.
 from __future__ import annotations
 
 import json
+import os
 import re
 
 PIN_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(?:==\s*([^\s;]+))?\s*$")
@@ -109,3 +110,34 @@ def pip_install_argv(python, pins, index_url=None, extra_index_urls=(), extra_ar
     for url in extra_index_urls:
         argv += ["--extra-index-url", url]
     return argv + list(extra_args) + list(pins)
+
+
+def compare(module, venv, pins, index_url=None, extra_index_urls=(), pip_args=()):
+    """What venv_pins_info returns (exists, installed, missing, install_argv): ``pip list`` and, for pins
+    with extras, EXTRAS_CHECK, run by the venv's python through ``module.run_command``. A bad pin, or
+    pip failing, fails the module (with install_argv)."""
+    python = os.path.join(venv, "bin", "python")
+    try:
+        for pin in pins:
+            parse_pin(pin)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    argv = pip_install_argv(python, pins, index_url, extra_index_urls, pip_args)
+    installed = {}
+    extras_missing = {}
+    exists = os.path.exists(python)
+    if exists:
+        rc, out, err = module.run_command([python, "-m", "pip", "list", "--format", "json",
+                                           "--disable-pip-version-check"])
+        if rc != 0:
+            module.fail_json(msg="pip list failed in %s: %s" % (venv, err.strip()), install_argv=argv)
+        installed = installed_from_pip_list(out)
+        query = extras_query(pins)
+        if query:
+            rc, out, err = module.run_command([python, "-c", EXTRAS_CHECK, json.dumps(query)])
+            if rc != 0:
+                module.fail_json(msg="reading the extras' requirements failed in %s: %s" % (venv, err.strip()),
+                                 install_argv=argv)
+            extras_missing = json.loads(out)
+    return dict(exists=exists, installed=installed, missing=unsatisfied(pins, installed, extras_missing),
+                install_argv=argv)
