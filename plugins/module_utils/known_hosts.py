@@ -25,6 +25,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import pwd
 import struct
 
 from ansible_collections.laguna.spark.plugins.module_utils import files
@@ -303,6 +304,16 @@ def refusal(plan_, path, user=None):
             "and rerun, or rerun with -e ssh_mesh_accept_changed_host_keys=true to accept the changed keys "
             "for that run." % (who, keys, name, as_user, name, path))
     return " ".join(parts)
+
+
+def owner_name(path):
+    """The user who owns the file (or, for a new one, its directory), for the fix's wording."""
+    for candidate in (path, os.path.dirname(path)):
+        try:
+            return pwd.getpwuid(os.stat(candidate).st_uid).pw_name
+        except (OSError, KeyError):
+            continue
+    return None
 
 
 def owner_of(path):

@@ -121,21 +121,8 @@ diff:
   type: dict
 """
 
-import os
-import pwd
-
 from ansible_collections.laguna.spark.plugins.module_utils import known_hosts
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
-
-
-def owner_name(path):
-    """The user who owns the file (or, for a new one, its directory), for the fix's wording."""
-    for candidate in (path, os.path.dirname(path)):
-        try:
-            return pwd.getpwuid(os.stat(candidate).st_uid).pw_name
-        except (OSError, KeyError):
-            continue
-    return None
 
 
 def main():
@@ -168,7 +155,7 @@ def main():
     if todo.refused:
         result["changed"] = False
         result.pop("diff", None)
-        module.fail_json(msg=known_hosts.refusal(todo, path, owner_name(path)), **result)
+        module.fail_json(msg=known_hosts.refusal(todo, path, known_hosts.owner_name(path)), **result)
     if todo.writes and not module.check_mode:
         try:
             known_hosts.write(module, path, todo.after)

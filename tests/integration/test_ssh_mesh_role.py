@@ -17,6 +17,8 @@ pytestmark = pytest.mark.integration
 
 LOCAL = "ansible_connection=local ansible_python_interpreter=%s" % sys.executable
 HOSTS = {"spark-1": "10.89.77.11", "spark-2": "10.89.77.12"}
+CONTROLLER_SIDE = ("ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.debug",
+                   "ansible.builtin.include_tasks", "ansible.builtin.validate_argument_spec", "laguna.spark.peers_reached")
 
 
 def host_key(etc):
@@ -58,6 +60,13 @@ def mesh(tmp_path):
         result.text = result.stdout.read()
         result.flat = " ".join(result.text.split())
         result.changed = {host: result.stats["changed"].get(host, 0) for host in HOSTS} if result.stats else {}
+        # The ssh_mesh tasks that reached a node (not controller-side, not skipped), per host.
+        result.reached = {host: [] for host in HOSTS}
+        for event in result.events:
+            data = event.get("event_data") or {}
+            if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("role") == "ssh_mesh" \
+                    and data.get("task_action") not in CONTROLLER_SIDE:
+                result.reached[data["host"]].append(data["task_action"])
         return result
 
     run.fingerprints = fingerprints
@@ -83,6 +92,24 @@ def test_a_changed_peer_host_key_is_refused_until_accepted(mesh):
 
     again = mesh()
     assert again.rc == 0 and again.changed == {"spark-1": 0, "spark-2": 0}, again.text
+    # A converged node: two calls (each node needs the others' keys), nothing else reaches it.
+    assert again.reached == {host: ["laguna.spark.ssh_mesh_node_keys", "laguna.spark.ssh_mesh_peers"]
+                             for host in HOSTS}, again.reached
+
+    # Drift on spark-1: --check --diff names each difference and changes nothing; a run repairs it.
+    ssh_dir = head_file.parent
+    authorized = ssh_dir / "authorized_keys"
+    authorized.write_text("# mine\n")
+    ssh_dir.chmod(0o755)
+    checked = mesh("--check", "--diff")
+    assert checked.rc == 0 and checked.changed["spark-1"] >= 1 and checked.changed["spark-2"] == 0, checked.text
+    for part in ("%s: mode 0755 -> 0700" % ssh_dir, "%s: authorize" % authorized, "+ssh-ed25519 "):
+        assert part in checked.text, part
+    assert authorized.read_text() == "# mine\n" and oct(ssh_dir.stat().st_mode & 0o777) == "0o755"
+    repaired = mesh()
+    assert repaired.rc == 0 and repaired.changed["spark-1"] >= 1, repaired.text
+    assert authorized.read_text().startswith("# mine\nssh-ed25519 ") and oct(ssh_dir.stat().st_mode & 0o777) == "0o700"
+    assert mesh().changed == {"spark-1": 0, "spark-2": 0}
 
     old = mesh.fingerprints["spark-2"]
     new = host_key(mesh.etc("spark-2"))

@@ -1,7 +1,6 @@
 """known_hosts: parsing (plain, hashed, markers), fingerprints as ssh-keygen prints them, the pin
 plan (add, keep, a changed key refused or replaced), and the ssh_known_hosts_pin module's file
 handling (check mode, diff, mode and idempotence); the filter that builds the pairs from hostvars."""
-import base64
 import os
 import subprocess
 
@@ -175,26 +174,6 @@ def test_the_filter_reads_only_the_peers_addresses_and_keys(keys):
     # AnsibleFilterError (ansible-core 2.19 names its class AnsibleTemplatePluginError).
     assert no_host.startswith("Ansible") and no_host.endswith(": known_host_pairs: head has no ansible_host")
     assert unknown.endswith(": known_host_pairs: nope is not in the inventory")
-
-
-def test_the_keys_a_node_read_are_decoded_and_the_missing_ones_left_out(keys):
-    def slurped(text, item):
-        return {"content": base64.b64encode(text.encode()).decode(), "encoding": "base64", "item": item}
-
-    user = slurped(keys["new"][0] + "\n", None)
-    host_keys = [slurped(keys["old"][0] + "\n", "ed25519"),
-                 {"item": "rsa", "failed": True, "msg": "file not found: /etc/ssh/ssh_host_rsa_key.pub"},
-                 slurped(keys["ecdsa"][0] + "\n", "ecdsa")]
-    read, fresh, bad, not_base64 = run_filter("ssh_mesh_keys", "ssh_mesh_keys", [
-        [user, host_keys],
-        # A fresh node in check mode: its user key does not exist yet.
-        [{"failed": True, "msg": "file not found"}, host_keys[:1]],
-        [user, {"results": host_keys}],
-        [{"content": "not base64!"}, []]])
-    assert read == {"pubkey": keys["new"][0], "hostkeys": [keys["old"][0], keys["ecdsa"][0]]}
-    assert fresh == {"pubkey": "", "hostkeys": [keys["old"][0]]}
-    assert "ssh_mesh_keys: host_keys must be the results of the slurp loop" in bad
-    assert "ssh_mesh_keys: a read key is not base64" in not_base64
 
 
 # --- the module -------------------------------------------------------------------------------------
