@@ -11,7 +11,7 @@ import pytest
 
 from standin_wheels import Index, build_index
 
-from helpers import interrupt
+from helpers import interrupt, role_events
 from helpers.sysfs import make_port, mapped, spark
 
 pytestmark = pytest.mark.integration
@@ -62,7 +62,7 @@ def test_venv_from_bare_then_unchanged(runner, tmp_path, index, cuda):
     assert second.stats["changed"].get("localhost", 0) == 0
     assert index.requests == []  # no pip install ran
     # On a venv as wanted, the probe is the one task of the role that reaches the node.
-    assert _node_tasks(second, "venv") == ["laguna.spark.venv_probe"], second.text
+    assert role_events.node_tasks(second.events, "venv") == ["laguna.spark.venv_probe"], second.text
 
     # Check mode on a pin the venv does not meet: the role says what a run would install, and installs nothing.
     check = runner.include_role("venv", dict(extra, venv_pins=["vllm==0.25.2"]), cmdline="--check")
@@ -81,24 +81,6 @@ def test_venv_from_bare_then_unchanged(runner, tmp_path, index, cuda):
     result = runner.include_role("venv", dict(extra, venv_pins=["vllm==0.25.2"]))
     assert result.rc != 0
     assert "vllm==0.25.2" in result.flat
-
-
-# Actions that run on the controller only (no module call reaches the node).
-CONTROLLER_ACTIONS = {"ansible.builtin.assert", "ansible.builtin.debug", "ansible.builtin.set_fact",
-                      "ansible.builtin.include_role", "ansible.builtin.include_tasks", "ansible.builtin.meta",
-                      "ansible.builtin.validate_argument_spec"}
-
-
-def _node_tasks(result, role):
-    """The actions of the tasks of ``role`` that ran (not skipped) and reached the node, in order."""
-    ran = []
-    for event in result.events:
-        data = event.get("event_data", {})
-        if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("role") == role:
-            action = data.get("resolved_action") or data.get("task_action")
-            if action not in CONTROLLER_ACTIONS:
-                ran.append(action)
-    return ran
 
 
 def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from helpers import DOUBLES
+from helpers import DOUBLES, role_events
 
 
 @pytest.fixture
@@ -31,17 +31,9 @@ def node(tmp_path):
     }
 
 
-# Tasks that run on the controller only (and the role's argument check): the probe is the role's
-# one task that reaches the node.
-CONTROLLER_SIDE = {"assert", "debug", "set_fact", "include_tasks", "meta", "validate_argument_spec"}
-
-
 def node_tasks(result):
-    """The preflight role's tasks that ran a module on the node (not skipped)."""
-    return [e["event_data"]["task"] for e in result.events
-            if e.get("event") in ("runner_on_ok", "runner_on_failed", "runner_item_on_ok")
-            and e["event_data"].get("role") == "preflight"
-            and e["event_data"].get("task_action", "").rpartition(".")[2] not in CONTROLLER_SIDE]
+    """The preflight role's tasks that ran a module on the node (not skipped), by name."""
+    return role_events.node_tasks(result.events, "preflight", field="task")
 
 
 def test_a_good_node_passes_unchanged(runner, node):

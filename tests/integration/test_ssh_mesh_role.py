@@ -9,6 +9,7 @@ import sys
 import ansible_runner
 import pytest
 
+from helpers import role_events
 from helpers.collection import collections_path
 
 COLLECTIONS = collections_path()
@@ -17,8 +18,6 @@ pytestmark = pytest.mark.integration
 
 LOCAL = "ansible_connection=local ansible_python_interpreter=%s" % sys.executable
 HOSTS = {"spark-1": "10.89.77.11", "spark-2": "10.89.77.12"}
-CONTROLLER_SIDE = ("ansible.builtin.set_fact", "ansible.builtin.assert", "ansible.builtin.debug",
-                   "ansible.builtin.include_tasks", "ansible.builtin.validate_argument_spec", "laguna.spark.peers_reached")
 
 
 def host_key(etc):
@@ -61,12 +60,7 @@ def mesh(tmp_path):
         result.flat = " ".join(result.text.split())
         result.changed = {host: result.stats["changed"].get(host, 0) for host in HOSTS} if result.stats else {}
         # The ssh_mesh tasks that reached a node (not controller-side, not skipped), per host.
-        result.reached = {host: [] for host in HOSTS}
-        for event in result.events:
-            data = event.get("event_data") or {}
-            if event.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("role") == "ssh_mesh" \
-                    and data.get("task_action") not in CONTROLLER_SIDE:
-                result.reached[data["host"]].append(data["task_action"])
+        result.reached = {host: role_events.node_tasks(result.events, "ssh_mesh", host=host) for host in HOSTS}
         return result
 
     run.fingerprints = fingerprints
