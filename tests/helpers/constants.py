@@ -22,6 +22,8 @@ MAX_CONCURRENCY = 1.04
 VLLM_UNIT = "laguna-vllm"
 RAY_HEAD_UNIT = "laguna-ray-head"
 RAY_WORKER_UNIT = "laguna-ray-worker"
+# The firewall role's boot unit (roles/firewall/vars/main.yml).
+FIREWALL_UNIT = "laguna-spark-firewall.service"
 
 # The molecule scenario (molecule/default/molecule.yml): two nodes on the test network, the
 # service user of the node image, the API key its inventory sets, where the roles put things.

@@ -21,6 +21,7 @@ def test_the_served_model_and_units_are_the_roles_defaults():
     assert laguna["laguna_api_port"] == c.API_PORT
     assert (laguna["laguna_vllm_unit"], laguna["laguna_ray_head_unit"], laguna["laguna_ray_worker_unit"]) == (
         c.VLLM_UNIT, c.RAY_HEAD_UNIT, c.RAY_WORKER_UNIT)
+    assert _yaml("roles", "firewall", "vars", "main.yml")["firewall_unit"] == c.FIREWALL_UNIT
 
 
 def test_the_figures_are_the_recipes():

@@ -38,6 +38,7 @@ MODELS = c.MOLECULE_MODELS
 # The scenario's secrets (molecule.yml): the API key, and where the Ray token lives.
 API_KEY = c.MOLECULE_API_KEY
 RAY_TOKEN_PATH = c.MOLECULE_RAY_TOKEN_PATH
+FIREWALL_UNIT = c.FIREWALL_UNIT
 RAY_CLIENT = "RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=%s" % RAY_TOKEN_PATH
 
 
@@ -683,18 +684,19 @@ HUB_TARGET = "/opt/laguna-standin/hub/repos/poolside/Laguna-S-2.1-FP8"
 
 
 def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved_hub_branch_and_repairs_all():
-    """Three faults judged after one complete run: every process of the worker's
+    """Four faults judged after one complete run: every process of the worker's
     raylet unit stopped (SIGSTOP: systemd still calls the unit active and its
     PIDs stay, while Ray drops the node; vLLM 0.25.1, as the stand-in, then
     loses its rank there, shuts down and exits with status 0, and its
     transient unit goes), a shard rewritten in place on the worker (same
     size and mtime), and the Hub's main of the target moved to a new commit
-    (same files: the Hub double's .commit file). Check mode runs the roles and
-    names what a real run would change, changing nothing; the fast no-op path
-    must see what the roles would (the stopped processes, the nodes Ray
-    lists, vLLM's unit, the file's ctime, the commit the staging role
-    verifies against), and one
-    complete run repairs all three. main stays on the new commit."""
+    (same files: the Hub double's .commit file), and the worker's firewall
+    unit disabled by hand (it would not load Ray's table after a reboot).
+    Check mode runs the roles and names what a real run would change,
+    changing nothing; the fast no-op path must see what the roles would (the
+    stopped processes, the nodes Ray lists, vLLM's unit, the file's ctime,
+    the commit the staging role verifies against, the unit's wants link), and
+    one complete run repairs all four. main stays on the new commit."""
     rc, changed, out, _seconds = play()
     assert rc == 0 and changed == {HEAD: 0, WORKER: 0}, out[-3000:]
     before, raylet = vllm_pid(), unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"]
@@ -703,6 +705,7 @@ def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved
     podman(WORKER, "bash", "-c", "f=%s; touch -r $f /tmp/ref; cp -p $f /tmp/shard && cat /tmp/shard > $f && "
                                  "touch -r /tmp/ref $f && rm /tmp/shard" % shard)
     shard_ctime = podman(WORKER, "bash", "-c", "stat -c %%Z %s" % shard)
+    podman(WORKER, "systemctl", "disable", FIREWALL_UNIT)
     podman(WORKER, "systemctl", "--user", "kill", "--signal=SIGSTOP", "laguna-ray-worker.service", user=USER)
     try:
         for _attempt in range(90):
@@ -717,7 +720,10 @@ def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved
         assert rc == 0, dry[-3000:]
         assert "Is every node as the last complete run left it?" not in dry, dry[-3000:]
         assert changed_tasks(dry) == {("laguna.spark.ray_cluster : Run the worker raylets", WORKER),
-                                      ("laguna.spark.vllm_serve : Run vllm serve", HEAD)}, dry[-3000:]
+                                      ("laguna.spark.vllm_serve : Run vllm serve", HEAD),
+                                      ("laguna.spark.firewall : Load the nftables table of Ray's ports", WORKER)}, \
+            dry[-3000:]
+        assert podman(WORKER, "systemctl", "is-enabled", FIREWALL_UNIT, check=False) == "disabled"
         assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] == raylet
         assert unit(HEAD, "laguna-vllm", "LoadState")["LoadState"] == "not-found"
         assert podman(WORKER, "bash", "-c", "stat -c %%Z %s" % shard) == shard_ctime
@@ -738,6 +744,8 @@ def test_a_complete_run_does_not_skip_a_frozen_raylet_a_touched_shard_or_a_moved
     assert "poolside/Laguna-S-2.1-FP8@main moved on the Hub to commit" in out, out[:3000]
     # Ray's own list of nodes (its dashboard on the head), which dropped the frozen worker.
     assert "the nodes Ray lists as alive changed (laguna-head, laguna-worker -> laguna-head)" in out, out[:3000]
+    assert "path /etc/systemd/system/multi-user.target.wants/%s changed" % FIREWALL_UNIT in out, out[:3000]
+    assert podman(WORKER, "systemctl", "is-enabled", FIREWALL_UNIT) == "enabled"
     assert unit(WORKER, "laguna-ray-worker", "MainPID")["MainPID"] != raylet
     assert not [s for s in podman(WORKER, "ps", "-o", "stat=", "-u", USER).split() if s.startswith("T")]
     assert changed[HEAD] >= 1 and vllm_pid() != before and healthy()
