@@ -166,6 +166,8 @@ def handler_for(hub):
 
         def send_json(self, status, body, headers=None):
             data = json.dumps(body).encode()
+            # Logged before it is sent: a client that has the answer finds its request in the log.
+            hub.record(method=self.command, path=self.path, status=status, sent=len(data))
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -174,7 +176,6 @@ def handler_for(hub):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
-            hub.record(method=self.command, path=self.path, status=status, sent=len(data))
 
         def error(self, status, code, message):
             self.send_json(status, {"error": message}, {"X-Error-Code": code, "X-Error-Message": message})
