@@ -10,7 +10,8 @@ median is the baseline, so a slow first connection does not flatter the
 ratio. The site run is a complete one, so it takes the fast no-op path
 (laguna_fast_noop, the laguna role's fast_path.yml) when nothing changed
 since the last complete run. --full also times a no-op with every role's
-checks (-e laguna_fast_noop=false); --check and --verify also time `site
+checks (-e laguna_fast_noop=false), and counts that run's module calls
+that reached each node, per role (full_node_calls); --check and --verify also time `site
 --check` and the verify playbook against the same baseline. Prints one JSON object; exits 1 when the
 site run fails or changes anything (then it was not a no-op).
 
@@ -26,6 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CALLBACKS = os.path.join(ROOT, "tests", "helpers", "callbacks")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from helpers import role_events  # noqa: E402  pylint: disable=wrong-import-position
 
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 PING = """---
@@ -51,17 +57,27 @@ def log_play_time(playbook, args, seconds, rc):
                                      "args": list(args), "seconds": round(seconds, 1), "rc": rc}) + "\n")
 
 
-def play(inventory, playbook, *args, timeout=1800):
-    """(rc, {host: changed}, output, seconds) of one ansible-playbook run."""
+def play(inventory, playbook, *args, timeout=1800, env=None):
+    """(rc, {host: changed}, output, seconds) of one ansible-playbook run
+    (``env``: more environment variables)."""
     start = time.monotonic()
     proc = subprocess.run(["ansible-playbook", "-i", inventory, playbook] + list(args),
                           capture_output=True, text=True, timeout=timeout, check=False,
-                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"))
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", **(env or {})))
     seconds = time.monotonic() - start
     out = proc.stdout + proc.stderr
     changed = {m.group(1): int(m.group(3)) for m in RECAP.finditer(out)}
     log_play_time(playbook, args, seconds, proc.returncode)
     return proc.returncode, changed, out, seconds
+
+
+def task_events_env(path):
+    """The environment that has ansible-playbook write each task result to
+    ``path`` (tests/helpers/callbacks/task_events.py), beside the callbacks
+    the configuration enables."""
+    enabled = os.environ.get("ANSIBLE_CALLBACKS_ENABLED", "")
+    return {"ANSIBLE_CALLBACK_PLUGINS": CALLBACKS, "LAGUNA_TASK_EVENTS": path,
+            "ANSIBLE_CALLBACKS_ENABLED": ",".join(filter(None, (enabled, "task_events")))}
 
 
 def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.site", site_args=(), full=False):
@@ -86,9 +102,16 @@ def measure(inventory, pings=3, check=False, verify=False, site="laguna.spark.si
               "site_noop_seconds": round(seconds, 2), "site_noop_ratio": round(seconds / base, 2),
               "site_rc": rc, "site_changed": changed, "site_tail": out[-3000:]}
     if full:
-        frc, fchanged, fout, fseconds = play(inventory, site, "-e", "laguna_fast_noop=false", *site_args)
+        # Its task results are counted per role and node (full_node_calls):
+        # the tests' callback writes them, role_events counts the calls that
+        # reached a node.
+        with tempfile.TemporaryDirectory() as events_dir:
+            events = os.path.join(events_dir, "events.jsonl")
+            frc, fchanged, fout, fseconds = play(inventory, site, "-e", "laguna_fast_noop=false", *site_args,
+                                                 env=task_events_env(events))
+            calls = role_events.node_calls(role_events.read(events))
         result.update(full_seconds=round(fseconds, 2), full_ratio=round(fseconds / base, 2), full_rc=frc,
-                      full_changed=fchanged, full_tail=fout[-3000:])
+                      full_changed=fchanged, full_tail=fout[-3000:], full_node_calls=calls)
     if check:
         crc, _changed, cout, cseconds = play(inventory, site, "--check", *site_args)
         result.update(check_seconds=round(cseconds, 2), check_ratio=round(cseconds / base, 2), check_rc=crc,
