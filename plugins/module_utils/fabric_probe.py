@@ -136,8 +136,9 @@ def compare(result, sysfs_net, netplan_file, ip_text, mtu):
     netplan file's and the document's sha256, ``netplan_managed`` (the twins are PCI devices: on a fake tree the role
     leaves netplan alone and nothing here is a difference),
     ``netplan_exists``, ``netplan_write`` (the file is not the document),
-    ``netplan_apply`` (written, or a twin's netdev differs from it) and
-    ``differences``."""
+    ``netplan_apply`` (written, or a twin's netdev differs from it),
+    ``differences`` and ``netplan_current`` (the file's text when the role
+    applies: its rollback copy; else None)."""
     ipv4 = parse_ip_addresses(ip_text)
     links = [read_link(sysfs_net, netdev, ipv4) for netdev in result["netdevs"]]
     for link in links:
@@ -157,7 +158,8 @@ def compare(result, sysfs_net, netplan_file, ip_text, mtu):
     result.update(
         links=links, netplan_managed=managed, netplan_exists=current is not None,
         netplan_checksum=checksum(current), netplan_wanted_checksum=checksum(wanted),
-        netplan_write=write, netplan_apply=bool(differences), differences=differences)
+        netplan_write=write, netplan_apply=bool(differences), differences=differences,
+        netplan_current=current.decode("utf-8", "replace") if differences and current is not None else None)
     return result
 
 

@@ -161,6 +161,10 @@ netplan_wanted_checksum:
   description: sha256 of RV(netplan).
   returned: success
   type: str
+netplan_current:
+  description: The text of O(netplan_file) when RV(netplan_apply) is true and it exists (the role's rollback copy); null otherwise.
+  returned: success
+  type: str
 netplan_write:
   description: O(netplan_file) is not RV(netplan) (the role validates it with C(netplan generate) and writes it).
   returned: success
@@ -193,7 +197,8 @@ def main():
     except fabric_probe.DiscoveryError as exc:
         module.fail_json(msg=exc.msg, **exc.result)
     result.update(links=[], netplan_managed=False, netplan_exists=False, netplan_checksum=None,
-                  netplan_wanted_checksum=None, netplan_write=False, netplan_apply=False, differences=[],
+                  netplan_wanted_checksum=None, netplan_current=None, netplan_write=False, netplan_apply=False,
+                  differences=[],
                   gids_deferred=False)
     if p["netplan_file"]:
         ip_text = ""

@@ -176,3 +176,10 @@ def test_parse_ip_addresses():
     assert fabric_probe.parse_ip_addresses(text) == {
         "lo": ["127.0.0.1/8"], "eth0": ["10.0.0.1/24", "10.0.1.1/24"], "vlan5": ["10.5.0.1/16"]}
     assert fabric_probe.parse_ip_addresses("") == {}
+
+
+def test_the_current_file_is_returned_only_for_an_apply(node, run_module):
+    """The rollback copy's content: the file as it is, when the role applies; not otherwise."""
+    assert node.probe(run_module)["netplan_current"] is None
+    node.set(TWIN1, "mtu", 1500)
+    assert node.probe(run_module)["netplan_current"] == node.netplan.read_text()
