@@ -198,8 +198,7 @@ def main():
         module.fail_json(msg=exc.msg, **exc.result)
     result.update(links=[], netplan_managed=False, netplan_exists=False, netplan_checksum=None,
                   netplan_wanted_checksum=None, netplan_current=None, netplan_write=False, netplan_apply=False,
-                  differences=[],
-                  gids_deferred=False)
+                  differences=[], gids_deferred=False)
     if p["netplan_file"]:
         ip_text = ""
         ip = module.get_bin_path("ip")

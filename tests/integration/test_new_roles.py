@@ -127,10 +127,11 @@ def test_fabric_managing_netplan_reads_once_on_a_node_as_wanted_and_names_each_d
     writing the file."""
     from helpers.fake_bin import on_path
 
-    on_path(monkeypatch, tmp_path / "bin", {"ip": "#!/bin/sh\ncat <<'EOF'\n"
-                                             "4: enp1s0f1np1    inet 127.0.0.1/24 scope global enp1s0f1np1\n"
-                                             "5: enP2p1s0f1np1    inet 127.0.1.1/24 scope global enP2p1s0f1np1\n"
-                                             "EOF\n"})
+    ip = ("#!/bin/sh\ncat <<'EOF'\n"
+          "4: enp1s0f1np1    inet 127.0.0.1/24 scope global enp1s0f1np1\n"
+          "5: enP2p1s0f1np1    inet 127.0.1.1/24 scope global enP2p1s0f1np1\n"
+          "EOF\n")
+    on_path(monkeypatch, tmp_path / "bin", {"ip": ip})
     plan = tmp_path / "netplan" / "60-laguna-fabric.yaml"
     extra = {"fabric_netplan_file": str(plan), "laguna_model_path": "/m", "laguna_draft_path": "/d"}
 
