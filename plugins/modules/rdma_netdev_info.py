@@ -21,56 +21,11 @@ description:
     document that sets them with O(mtu), and works out how NCCL will find the
     right RoCE v2 GID on every twin (O(gid_policy)), by replaying the GID
     choice of NCCL 2.28.9 (the NCCL that torch 2.11.0 and so vLLM 0.25.1 ship).
+  - The fabric role's probe M(laguna.spark.fabric_probe) makes the same
+    discovery and compares the netplan file and the twins' netdevs too.
   - Read-only.
-options:
-  sysfs_infiniband:
-    description: Where RDMA devices appear; a fake tree in tests.
-    type: path
-    default: /sys/class/infiniband
-  sysfs_net:
-    description: Where network interfaces appear.
-    type: path
-    default: /sys/class/net
-  port:
-    description: RDMA port number of the devices.
-    type: int
-    default: 1
-  hca_hint:
-    description: Preferred RDMA device when several ports are ACTIVE; a hint, not an assumption.
-    type: str
-  address:
-    description: This node's IPv4 address on the link (first twin).
-    type: str
-    required: true
-  prefix:
-    description: Prefix length of the point-to-point subnets.
-    type: int
-    default: 24
-  twin_addresses:
-    description: Explicit addresses, one per twin in PCI domain order; overrides the planned ones.
-    type: list
-    elements: str
-    default: []
-  mtu:
-    description: MTU of the twins' netdevs.
-    type: int
-    default: 9000
-  renderer:
-    description: Netplan renderer to name in the document (none keeps the system default).
-    type: str
-  gid_policy:
-    description:
-      - C(nccl) leaves C(NCCL_IB_GID_INDEX) unset (NCCL picks per device),
-        C(pinned) sets one index valid on every twin, C(range) sets
-        C(NCCL_IB_ADDR_RANGE); C(auto) takes the first that is right on every twin.
-    type: str
-    choices: [auto, nccl, pinned, range]
-    default: auto
-  check_gids:
-    description: Work out the GID policy (needs the twins' addresses in place); fail if none fits.
-    type: bool
-    default: true
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.attributes.reads_sysfs]
+extends_documentation_fragment: [laguna.spark.fabric_discovery, laguna.spark.attributes.no_diff,
+                                 laguna.spark.attributes.dgx_spark, laguna.spark.attributes.reads_sysfs]
 author:
   - laguna-spark developers (!UNKNOWN)
 """
@@ -156,63 +111,24 @@ note:
   type: str
 """
 
-from ansible_collections.laguna.spark.plugins.module_utils import fabric
+from ansible_collections.laguna.spark.plugins.module_utils import fabric_probe
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
-    module = new_module(dict(
-        sysfs_infiniband=dict(type="path", default="/sys/class/infiniband"),
-        sysfs_net=dict(type="path", default="/sys/class/net"),
-        port=dict(type="int", default=1),
-        hca_hint=dict(type="str"),
-        address=dict(type="str", required=True),
-        prefix=dict(type="int", default=24),
-        twin_addresses=dict(type="list", elements="str", default=[]),
-        mtu=dict(type="int", default=9000),
-        renderer=dict(type="str"),
-        gid_policy=dict(type="str", default="auto", choices=["auto", "nccl", "pinned", "range"]),
-        check_gids=dict(type="bool", default=True),
-    ))
+    module = new_module(fabric_probe.discovery_options())
     p = module.params
-    if not 8 <= p["prefix"] <= 30:
-        module.fail_json(msg="prefix must be between 8 and 30, not %d" % p["prefix"])
-    if not 1280 <= p["mtu"] <= 9978:
-        module.fail_json(msg="mtu must be between 1280 and 9978, not %d" % p["mtu"])
-    devices = fabric.scan(p["sysfs_infiniband"], p["sysfs_net"], p["port"])
     try:
-        twins, note = fabric.find_cabled_port(devices, p["hca_hint"])
+        result = fabric_probe.discover(p)
     except ValueError as exc:
-        module.fail_json(msg="%s (under %s)" % (exc, p["sysfs_infiniband"]), devices=devices)
-    missing = [d["name"] for d in twins if not d["netdev"]]
-    if missing:
-        module.fail_json(msg="no netdev found for %s" % ", ".join(missing), devices=devices)
-    try:
-        addresses = fabric.plan_addresses(p["address"], p["prefix"], len(twins), p["twin_addresses"])
-    except ValueError as exc:
-        module.fail_json(msg="cannot plan the twins' addresses: %s" % exc, devices=devices)
-    result = dict(
-        changed=False, devices=devices, twins=twins,
-        hcas=[d["name"] for d in twins], netdevs=[d["netdev"] for d in twins],
-        addresses=addresses, hardware=all(d["pci"] for d in twins),
-        netplan=fabric.render_netplan(twins, addresses, p["mtu"], p["renderer"]),
-        gid_policy=None, gid_checks=[], gid_indexes=[], nccl_env={"NCCL_IB_HCA": fabric.nccl_ib_hca(twins)},
-    )
-    if note:
-        result["note"] = note
+        module.fail_json(msg=str(exc))
+    except fabric_probe.DiscoveryError as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
     if p["check_gids"]:
-        policy, env, checks = fabric.choose_gid_policy(p["sysfs_infiniband"], twins, addresses, p["gid_policy"])
-        result.update(gid_policy=policy, gid_checks=checks, gid_indexes=[c["wanted_index"] for c in checks])
-        if policy is None:
-            module.fail_json(
-                msg="No GID policy (%s) gives NCCL the RoCE v2 GID of each twin's address: %s"
-                % (p["gid_policy"], "; ".join(
-                    "%s wants %s (RoCE v2 GID index %s), NCCL would pick %s (%s, %s)" % (
-                        c["device"], c["address"], c["wanted_index"], c["nccl_index"],
-                        c["nccl_gid"], c["nccl_gid_type"]) for c in checks)),
-                **result)
-        result["nccl_env"].update(env)
-    module.exit_json(**result)
+        failure = fabric_probe.gids(p["sysfs_infiniband"], result, p["gid_policy"])
+        if failure:
+            module.fail_json(msg=failure, **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

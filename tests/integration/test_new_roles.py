@@ -99,6 +99,8 @@ def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):
     assert "=rocep1s0f1:1,roceP2p1s0f1:1" in env_line and "NCCL_IB_GID_INDEX" not in env_line
     assert "rocep1s0f1 enp1s0f1np1 192.168.100.1/24; roceP2p1s0f1 enP2p1s0f1np1 192.168.101.1/24; GID policy nccl" in result.flat
     assert "fabric_manage_netplan is false; netplan left alone" in result.flat
+    # One read: the probe is the one task of the role that reaches the node (was two discoveries).
+    assert role_events.node_tasks(result.events, "fabric") == ["laguna.spark.fabric_probe"], result.text
     netplan = shutil.which("netplan") or "/usr/sbin/netplan"
     assert os.path.exists(netplan), "netplan is not installed (scripts/setup.sh installs netplan.io)"
     root = tmp_path / "root"
@@ -107,6 +109,62 @@ def test_fabric_on_two_twins_renders_netplan_that_generates(runner, tmp_path):
     net_twin1 = generated["10-netplan-enP2p1s0f1np1.network"]
     assert "Address=192.168.101.1/24" in net_twin1
     assert "MTUBytes=9000" in generated["10-netplan-enp1s0f1np1.network"] + generated.get("10-netplan-enp1s0f1np1.link", "")
+
+
+def _outcome(text, task):
+    """What the default callback printed for ``task`` on localhost: ok, changed, skipping or failed."""
+    block = text.split("%s] " % task, 1)[1].split("TASK [", 1)[0]
+    return re.search(r"^(ok|changed|skipping|failed|fatal): \[localhost\]", block, re.M).group(1)
+
+
+def test_fabric_managing_netplan_reads_once_on_a_node_as_wanted_and_names_each_difference(
+        runner, tmp_path, monkeypatch):
+    """The role with its netplan part (the twins are PCI devices), the netplan file in tmp_path and a
+    fake `ip` giving each twin its address. --check on a node without the file: the probe names it,
+    `netplan generate` validates the document (for real), nothing is written or applied. With the file
+    as the role writes it, a run reaches the node once (the probe) and changes nothing. The second
+    twin's MTU back at 1500 (issue 20): --check names it and would apply the netplan again without
+    writing the file."""
+    from helpers.fake_bin import on_path
+
+    ip = ("#!/bin/sh\ncat <<'EOF'\n"
+          "4: enp1s0f1np1    inet 127.0.0.1/24 scope global enp1s0f1np1\n"
+          "5: enP2p1s0f1np1    inet 127.0.1.1/24 scope global enP2p1s0f1np1\n"
+          "EOF\n")
+    on_path(monkeypatch, tmp_path / "bin", {"ip": ip})
+    plan = tmp_path / "netplan" / "60-laguna-fabric.yaml"
+    extra = {"fabric_netplan_file": str(plan), "laguna_model_path": "/m", "laguna_draft_path": "/d"}
+
+    check = runner.include_role("fabric", extra, cmdline="--check --diff")
+    assert check.rc == 0, check.text
+    assert "%s: missing, to write" % plan in check.flat, check.text
+    assert _outcome(check.text, "Validate it with netplan generate") == "ok", check.text
+    assert _outcome(check.text, "Write the netplan file") == "changed", check.text
+    assert "GID policy checked after netplan apply" not in check.flat  # the addresses are in place already
+    assert not plan.exists()
+
+    # The file as the role writes it (fabric_facts.netplan).
+    plan.parent.mkdir()
+    written = runner.run(
+        "    - ansible.builtin.include_role:\n        name: laguna.spark.fabric\n        tasks_from: discover\n"
+        "    - ansible.builtin.copy:\n        dest: %s\n        content: '{{ fabric_facts.netplan }}'\n"
+        "        mode: '0600'\n" % plan, extra)
+    assert written.rc == 0, written.text
+    again = runner.include_role("fabric", extra)
+    assert again.rc == 0 and again.stats["changed"].get("localhost", 0) == 0, again.text
+    assert role_events.node_tasks(again.events, "fabric") == ["laguna.spark.fabric_probe"], again.text
+    assert _outcome(again.text, "What differs from the wanted fabric") == "skipping", again.text
+
+    (tmp_path / "sys" / "net" / "enP2p1s0f1np1" / "mtu").write_text("1500\n")
+    before = plan.read_text()
+    drift = runner.include_role("fabric", extra, cmdline="--check --diff")
+    assert drift.rc == 0, drift.text
+    assert "enP2p1s0f1np1: MTU 1500, wanted 9000" in drift.flat, drift.text
+    assert _outcome(drift.text, "Write the netplan file") == "skipping", drift.text
+    # a real run would apply again (in check mode the command says so and does not run), and not validate
+    assert _outcome(drift.text, "Run netplan apply") == "changed", drift.text
+    assert _outcome(drift.text, "Validate it with netplan generate") == "skipping", drift.text
+    assert plan.read_text() == before
 
 
 def _one_device_tree(tmp_path):
