@@ -194,7 +194,7 @@ def test_a_worker_plans_nothing_and_compares_no_record(run_module, tmp_path, too
 
 
 def test_a_failed_ssh_check_is_a_difference_and_each_check_is_returned(run_module, tmp_path, tool, recorded,
-                                                                        monkeypatch):
+                                                                       monkeypatch):
     # The same ssh command as ssh_mesh's verify.yml and ssh_mesh_peers (module_utils.ssh_mesh.run_checks).
     bin_dir, log = tmp_path / "sshbin", tmp_path / "ssh.log"
     bin_dir.mkdir()
