@@ -141,6 +141,26 @@ def schedule(pairs, duration, margin=RUN_MARGIN):
     return pairs
 
 
+def plan(tool, head, workers, tool_path="ib_write_bw", base_port=18515, duration=5, size=1048576, qps=4,
+         nccl_env=None, min_gbps_per_device=90.0, min_gbps_total=0.0):
+    """The tests between ``head`` and ``workers``, as ib_bw_check returns them: ``threshold_total``
+    (``min_gbps_total``, or per device x the head's twins when 0), and ``pairs`` (ib_write_bw, each
+    scheduled) or ``argv`` (all_gather_perf). ValueError when a bound is broken."""
+    if not 1 <= duration <= 600 or not 1 <= qps <= 64 or not 1024 <= base_port <= 65000:
+        raise ValueError("duration 1-600 s, qps 1-64 and base_port 1024-65000 are the bounds")
+    twins = len(head.get("twins") or [])
+    result = dict(threshold_total=min_gbps_total or min_gbps_per_device * max(twins, 1))
+    if tool == "all_gather_perf":
+        hosts = [head["addresses"][0].split("/")[0]] + [w["addresses"][0].split("/")[0] for w in workers]
+        result["argv"] = all_gather_argv(hosts, nccl_env or {})
+    else:
+        pairs = []
+        for worker in workers:
+            pairs += plan_pairs(head, worker, base_port, duration, size, qps, tool_path)
+        result["pairs"] = schedule(pairs, duration)
+    return result
+
+
 def _link(twin):
     return {key: twin.get(key) for key in ("name", "netdev", "state", "rate", "mtu", "pcie_speed", "pcie_width")}
 

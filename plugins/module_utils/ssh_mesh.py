@@ -13,6 +13,8 @@
   after a newline when the file does not end with one); other lines are kept.
 * ``verify_argv``: the ssh command of the mesh check (the same as the role's
   verify.yml runs), and ``as_user``: a command run as the service user.
+* ``run_checks``: the mesh check itself, each target's ssh as the user, bounded
+  (ssh_mesh_peers and network_gate_probe both run it).
 """
 
 from __future__ import annotations
@@ -93,6 +95,25 @@ def as_user(argv, user, euid, user_uid, runuser):
     if euid == user_uid:
         return list(argv)
     return [runuser, "-u", user, "--"] + list(argv)
+
+
+def run_checks(module, account, targets, timeout):
+    """Each of ``targets`` ([{name, address}]) checked with ``verify_argv`` as ``account`` (a pwd
+    entry), bounded by twice the timeout plus one: [{item, address, rc, stderr}], in order."""
+    runuser = module.get_bin_path("runuser", required=account.pw_uid != os.geteuid())
+    limiter = module.get_bin_path("timeout")
+    checks = []
+    for target in targets:
+        argv = as_user(verify_argv(account.pw_name, target["address"], timeout),
+                       account.pw_name, os.geteuid(), account.pw_uid, runuser)
+        limit = 2 * timeout + 1
+        if limiter:  # ConnectTimeout does not bound a server that accepts and then stalls
+            argv = [limiter, "--kill-after=2", str(limit)] + argv
+        rc, _out, err = module.run_command(argv)
+        if rc in (124, 137):
+            err = (err or "") + "\nssh timed out after %d s" % limit
+        checks.append(dict(item=target["name"], address=target["address"], rc=rc, stderr=err))
+    return checks
 
 
 def targets(facts_of, address_var="laguna_roce_ip"):

@@ -21,11 +21,6 @@ description:
     MTU, PCIe link).
   - Runs nothing itself; read-only.
 options:
-  tool:
-    description: Which test.
-    type: str
-    choices: [ib_write_bw, all_gather_perf]
-    default: ib_write_bw
   head:
     description: The head's fabric, C({host, twins, addresses, gid_indexes}) (twins as M(laguna.spark.rdma_netdev_info) returns them).
     type: dict
@@ -39,43 +34,16 @@ options:
     description: The ib_write_bw executable.
     type: str
     default: ib_write_bw
-  base_port:
-    description: TCP port of the first twin's test; the next twins use the following ports.
-    type: int
-    default: 18515
-  duration:
-    description: Seconds each test runs.
-    type: int
-    default: 5
-  size:
-    description: Message size in bytes.
-    type: int
-    default: 1048576
-  qps:
-    description: Queue pairs per test.
-    type: int
-    default: 4
-  nccl_env:
-    description: NCCL environment exported to the all_gather_perf ranks.
-    type: dict
-    default: {}
   outputs:
     description: The clients' stdout in plan order (ib_write_bw), or the one report (all_gather_perf).
     type: list
     elements: str
-  min_gbps_per_device:
-    description: Lowest acceptable average of one twin (ib_write_bw only).
-    type: float
-    default: 90.0
-  min_gbps_total:
-    description: Lowest acceptable sum over a worker's twins; 0 means O(min_gbps_per_device) times the number of twins.
-    type: float
-    default: 0.0
 attributes:
   check_mode:
     support: full
     description: Only builds command lines and parses outputs; the same result in check mode.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark,
+                                 laguna.spark.bandwidth_plan]
 author:
   - laguna-spark developers (!UNKNOWN)
 """
@@ -151,21 +119,14 @@ def main():
         min_gbps_total=dict(type="float", default=0.0),
     ))
     p = module.params
-    if not 1 <= p["duration"] <= 600 or not 1 <= p["qps"] <= 64 or not 1024 <= p["base_port"] <= 65000:
-        module.fail_json(msg="duration 1-600 s, qps 1-64 and base_port 1024-65000 are the bounds")
-    twins = len(p["head"].get("twins") or [])
-    total = p["min_gbps_total"] or p["min_gbps_per_device"] * max(twins, 1)
-    result = dict(changed=False, threshold_total=total)
-    if p["tool"] == "all_gather_perf":
-        hosts = [p["head"]["addresses"][0].split("/")[0]] + [w["addresses"][0].split("/")[0] for w in p["workers"]]
-        result["argv"] = perftest.all_gather_argv(hosts, p["nccl_env"])
-        pairs = []
-    else:
-        pairs = []
-        for worker in p["workers"]:
-            pairs += perftest.plan_pairs(p["head"], worker, p["base_port"], p["duration"], p["size"], p["qps"],
-                                         p["tool_path"])
-        result["pairs"] = perftest.schedule(pairs, p["duration"])
+    try:
+        planned = perftest.plan(p["tool"], p["head"], p["workers"], p["tool_path"], p["base_port"], p["duration"],
+                                p["size"], p["qps"], p["nccl_env"], p["min_gbps_per_device"], p["min_gbps_total"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    total = planned["threshold_total"]
+    pairs = planned.get("pairs", [])
+    result = dict(planned, changed=False)
     if p["outputs"] is None:
         module.exit_json(**result)
 

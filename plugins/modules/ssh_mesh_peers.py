@@ -27,6 +27,7 @@ description:
     result in RV(checks); a failed one does not fail the task (the role asserts on RV(checks)).
 extends_documentation_fragment:
   - laguna.spark.attributes.dgx_spark
+  - laguna.spark.ssh_mesh_check
 attributes:
   check_mode:
     support: full
@@ -70,28 +71,6 @@ options:
     description: Replace a pinned key that differs from the wanted one instead of refusing it.
     type: bool
     default: false
-  verify:
-    description: Check that this node reaches every one of O(verify_targets) without a prompt.
-    type: bool
-    default: false
-  verify_targets:
-    description: The nodes the check connects to.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      name:
-        description: Inventory name, for messages.
-        type: str
-        required: true
-      address:
-        description: The address ssh connects to (the node's RoCE address).
-        type: str
-        required: true
-  connect_timeout:
-    description: C(ConnectTimeout) of the check, seconds; each ssh is stopped after twice that plus one.
-    type: int
-    default: 5
 seealso:
   - module: laguna.spark.ssh_mesh_node_keys
   - module: laguna.spark.ssh_known_hosts_pin
@@ -260,24 +239,6 @@ def pin(module, path, pairs, differences, diffs, result):
                              differences=differences)
 
 
-def check(module, account, targets, timeout):
-    """Each target's ssh, as the user, bounded by twice the timeout plus one."""
-    runuser = module.get_bin_path("runuser", required=account.pw_uid != os.geteuid())
-    limiter = module.get_bin_path("timeout")
-    checks = []
-    for target in targets:
-        argv = ssh_mesh.as_user(ssh_mesh.verify_argv(account.pw_name, target["address"], timeout),
-                                account.pw_name, os.geteuid(), account.pw_uid, runuser)
-        limit = 2 * timeout + 1
-        if limiter:  # ConnectTimeout does not bound a server that accepts and then stalls
-            argv = [limiter, "--kill-after=2", str(limit)] + argv
-        rc, _out, err = module.run_command(argv)
-        if rc in (124, 137):
-            err = (err or "") + "\nssh timed out after %d s" % limit
-        checks.append(dict(item=target["name"], address=target["address"], rc=rc, stderr=err))
-    return checks
-
-
 def main():
     module = new_module(dict(
         home=dict(type="path", required=True),
@@ -312,7 +273,7 @@ def main():
                                      differences, diffs)
     pin(module, os.path.join(directory, "known_hosts"), p["pairs"], differences, diffs, result)
     if p["verify"]:
-        result["checks"] = check(module, account, p["verify_targets"], p["connect_timeout"])
+        result["checks"] = ssh_mesh.run_checks(module, account, p["verify_targets"], p["connect_timeout"])
     if diffs and module._diff:
         result["diff"] = diffs
     module.exit_json(changed=bool(differences), differences=differences, **result)

@@ -223,6 +223,10 @@ def test_a_worker_that_fails_in_its_fabric_discovery_stops_the_head_in_network_g
     assert planned.rc == 0, planned.text
     assert ("The fabric of localhost, worker is a fake sysfs tree; not measured. The commands would be: "
             "ib_write_bw -d rocep1s0f1 -i 1 -x 3 -p 18515") in planned.flat and "127.0.0.2" in planned.flat
+    # A fake fabric is not measured: the probe is the one task of network_gate that reaches each node.
+    for host in ("localhost", "worker"):
+        assert role_events.node_tasks(planned.events, "network_gate", host) == ["laguna.spark.network_gate_probe"], \
+            (host, planned.text)
 
     result = run(worker)
     assert result.rc != 0
@@ -235,11 +239,14 @@ def test_a_worker_that_fails_in_its_fabric_discovery_stops_the_head_in_network_g
 
 def test_the_bandwidth_gate_measures_every_twin_one_at_a_time_and_names_a_slow_one(runner, tmp_path):
     """Two nodes whose fabric looks like hardware (both twins with a PCI
-    address) and the ib_write_bw stand-in (tests/doubles/bin/ib_write_bw.py),
-    in one play: every server starts first, the clients run one after the
-    other with the planned command lines, and the gate passes on the recorded
-    healthy reports; the gate again, with the second twin's report of a
-    degraded link, fails naming that twin and its figure."""
+    address) and the ib_write_bw stand-in (tests/doubles/bin/ib_write_bw.py):
+    every server starts first, the clients run one after the other with the
+    planned command lines, and the gate passes on the recorded healthy
+    reports and records the measurement; the gate again, with nothing
+    changed, measures nothing (the probe is the one task that reaches each
+    node); the gate with network_gate_remeasure, on the second twin's report
+    of a degraded link, fails naming that twin and its figure, and leaves no
+    record, so the next run measures again."""
     from helpers import DOUBLES
     from staging_env import run_play
 
@@ -249,26 +256,23 @@ def test_the_bandwidth_gate_measures_every_twin_one_at_a_time_and_names_a_slow_o
     tool.write_text("#!/bin/sh\nIB_WRITE_BW_STANDIN_DIR=%s exec %s %s \"$@\"\n"
                     % (rendezvous, sys.executable, os.path.join(DOUBLES, "bin", "ib_write_bw.py")))
     tool.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    record = home / ".local" / "state" / "laguna-spark" / "network_gate.json"
     trees = [spark(tmp_path / "head", "127.0.0.1", "127.0.1.1"), spark(tmp_path / "worker", "127.0.0.2", "127.0.1.2")]
     inventory = _two_local_nodes(*["laguna_sysfs_infiniband=%s fabric_sysfs_net=%s" % tree for tree in trees])
-    gate = {"laguna_user": getpass.getuser(), "network_gate_check_ssh": False, "network_gate_install": False,
-            "network_gate_tool_path": str(tool), "network_gate_duration": 1,
+    gate = {"laguna_user": getpass.getuser(), "laguna_home": str(home), "network_gate_check_ssh": False,
+            "network_gate_install": False, "network_gate_tool_path": str(tool), "network_gate_duration": 1,
             "laguna_model_path": "/m", "laguna_draft_path": "/d"}
-    # The second gate runs after the first passed (a failure would end the play), on a degraded second twin;
-    # its failure is rescued and printed, so the play ends with rc 0 only if the first gate passed.
-    play = NETWORK_GATE + (
-        "    - name: The second twin's link degrades\n"
-        "      ansible.builtin.copy: {dest: '%s/slow-roceP2p1s0f1', content: '', mode: '0644'}\n"
-        "      run_once: true\n"
-        "    - block:\n"
-        "        - ansible.builtin.include_role:\n            name: laguna.spark.network_gate\n"
-        "      rescue:\n"
-        "        - ansible.builtin.debug:\n            msg: 'SLOW {{ ansible_failed_result.msg }}'\n" % rendezvous)
 
-    result = run_play(runner, play, gate, inventory)
+    def runs():
+        return [json.loads(line) for line in (rendezvous / "runs.jsonl").read_text().splitlines()]
+
+    result = run_play(runner, NETWORK_GATE, gate, inventory)
     assert result.rc == 0, result.text
-    runs = [json.loads(line) for line in (rendezvous / "runs.jsonl").read_text().splitlines()]
-    first = runs[:4]  # the first gate's two servers and two clients
+    assert "no measurement recorded; measure" in result.flat, result.flat[-3000:]
+    first = runs()
+    assert len(first) == 4  # the gate's two servers and two clients
     servers = [run for run in first if run["role"] == "server"]
     clients = [run for run in first if run["role"] == "client"]
     assert [run["argv"] for run in clients] == [
@@ -279,11 +283,33 @@ def test_the_bandwidth_gate_measures_every_twin_one_at_a_time_and_names_a_slow_o
     # One link at a time: the second client starts after the first ended; both servers were up before.
     assert clients[1]["start"] >= clients[0]["end"]
     assert max(run["start"] for run in servers) <= clients[0]["end"]
-    # The second gate measured both twins again and failed on the degraded one, naming it.
-    assert len(runs) == 8 and [run["role"] for run in runs[4:]].count("client") == 2
-    assert "SLOW The RoCE link is too slow to serve" in result.flat, result.flat[-3000:]
-    assert "roceP2p1s0f1 <-> worker roceP2p1s0f1: 41.27 Gb/s < 90.00 Gb/s per device" in result.flat, \
-        result.flat[-3000:]
+    recorded = json.loads(record.read_text())
+    assert [test["head_device"] for test in recorded["inputs"]["tests"]] == ["rocep1s0f1", "roceP2p1s0f1"]
+    assert recorded["totals"] == {"worker": 192.62}
+
+    # Nothing changed: nothing is measured, and the probe is the one task of the role that reaches a node.
+    again = run_play(runner, NETWORK_GATE, gate, inventory)
+    assert again.rc == 0, again.text
+    assert len(runs()) == 4
+    assert again.stats["changed"].get("localhost", 0) == 0 and again.stats["changed"].get("worker", 0) == 0
+    for host in ("localhost", "worker"):
+        assert role_events.node_tasks(again.events, "network_gate", host) == ["laguna.spark.network_gate_probe"], \
+            (host, again.text)
+
+    # The second twin's link degrades; measured again on demand, the gate fails naming it and forgets the record.
+    (rendezvous / "slow-roceP2p1s0f1").write_text("")
+    play = ("    - block:\n"
+            "        - ansible.builtin.include_role:\n            name: laguna.spark.network_gate\n"
+            "      rescue:\n"
+            "        - ansible.builtin.debug:\n            msg: 'SLOW {{ ansible_failed_result.msg }}'\n")
+    slow = run_play(runner, play, dict(gate, network_gate_remeasure=True), inventory)
+    assert slow.rc == 0, slow.text
+    assert "the last measurement stands, measured again (remeasure)" in slow.flat, slow.flat[-3000:]
+    assert len(runs()) == 8 and [run["role"] for run in runs()[4:]].count("client") == 2
+    assert "SLOW The RoCE link is too slow to serve" in slow.flat, slow.flat[-3000:]
+    assert "roceP2p1s0f1 <-> worker roceP2p1s0f1: 41.27 Gb/s < 90.00 Gb/s per device" in slow.flat, \
+        slow.flat[-3000:]
+    assert not record.exists()
     assert not list(rendezvous.glob("listen-*")), "a server was left waiting"
 
 
