@@ -22,7 +22,7 @@ import hashlib
 import os
 import pwd
 
-from ansible_collections.laguna.spark.plugins.module_utils import files, linger, ray_auth, ray_status
+from ansible_collections.laguna.spark.plugins.module_utils import files, linger, ray_auth, ray_status, status_reports
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run
 
 # systemd_run_service's options the planner needs, with that module's defaults.
@@ -189,6 +189,12 @@ def actions(probe_result, head_probe, is_head, auth):
     rotate, or one whose digest differs, is installed, and the raylet, whose
     secret environment holds it, restarts. Without the head's probe nothing
     is known: every task runs and decides for itself, as before the probe."""
+    found = _actions(probe_result, head_probe, is_head, auth)
+    found["needs_token"] = bool(auth) and (found["token_install"] or found["unit"])
+    return found
+
+
+def _actions(probe_result, head_probe, is_head, auth):
     probe_result = probe_result or {}
     token = probe_result.get("token") or {}
     head_token = (head_probe or {}).get("token") or {}
@@ -203,9 +209,30 @@ def actions(probe_result, head_probe, is_head, auth):
                 "token_differs": "Ray token: the head is not in this play; installed from its file"}
     differs = None
     if head_token.get("reason"):
-        differs = "Ray token: the head's is to be %s" % head_token["reason"]
+        differs = "Ray token: the head's changes (%s)" % head_token["reason"]
     elif token.get("digest") != head_token.get("digest"):
         differs = "Ray token: sha256 %s, the head's %s" % (token.get("digest") or "missing", head_token.get("digest"))
     install = differs is not None or bool(token.get("reason"))
     return {"token_make": bool(head_token.get("reason")), "token_install": install,
             "unit": unit or differs is not None, "token_differs": differs}
+
+
+def quiet_report(nodes, head_probe, expected_nodes, expected_gpus, address, gid_index=None, persistent=False):
+    """The role's cluster report (status_reports.ray_cluster, as tasks/status.yml builds it) from the
+    probes alone, when they tell the whole story: the head's probe read `ray status` showing every
+    node and GPU, and no node's probe (``nodes``: {host, probe, actions} of each node in the play)
+    found anything to do. Else {}: the role waits for the cluster and reads it again."""
+    head_probe = head_probe or {}
+    if not head_probe.get("ray_status_ok"):
+        return {}
+    rows = []
+    for node in nodes:
+        probe_result, todo = node.get("probe") or {}, node.get("actions") or {}
+        if (not probe_result or probe_result.get("differences") or todo.get("unit") or todo.get("token_install")
+                or todo.get("token_make")):
+            return {}
+        rows.append({"host": node["host"], "unit": probe_result.get("unit", "").rsplit(".service", 1)[0],
+                     "state": probe_result.get("active_state"), "result": probe_result.get("result"),
+                     "linger": probe_result.get("linger"), "loaded": probe_result.get("loaded")})
+    return status_reports.ray_cluster(rows, head_probe["ray_status"], expected_nodes, expected_gpus, address,
+                                      gid_index, persistent)

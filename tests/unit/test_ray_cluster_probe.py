@@ -292,9 +292,9 @@ HEAD = {"change": False, "token": {"digest": "aaaa", "reason": None}}
 def test_nothing_to_do_on_a_cluster_as_wanted():
     worker = {"change": False, "token": {"digest": "aaaa", "reason": None}}
     assert rcp.actions(HEAD, HEAD, True, True) == {"token_make": False, "token_install": False, "unit": False,
-                                                   "token_differs": None}
+                                                   "needs_token": False, "token_differs": None}
     assert rcp.actions(worker, HEAD, False, True) == {"token_make": False, "token_install": False, "unit": False,
-                                                      "token_differs": None}
+                                                      "needs_token": False, "token_differs": None}
 
 
 def test_a_worker_with_another_token_installs_the_heads_and_restarts():
@@ -308,7 +308,7 @@ def test_a_rotation_on_the_head_installs_and_restarts_everywhere():
     head = {"change": False, "token": {"digest": "aaaa", "reason": "rotated (generation 1 -> 2)"}}
     worker = {"change": False, "token": {"digest": "aaaa", "reason": None}}
     assert rcp.actions(head, head, True, True) == {"token_make": True, "token_install": False, "unit": True,
-                                                   "token_differs": None}
+                                                   "needs_token": True, "token_differs": None}
     found = rcp.actions(worker, head, False, True)
     assert found["token_install"] and found["unit"] and found["token_make"]
 
@@ -328,4 +328,64 @@ def test_without_the_heads_probe_every_task_runs_and_decides():
 
 def test_without_authentication_only_the_unit_counts():
     assert rcp.actions({"change": True}, HEAD, False, False) == {"token_make": False, "token_install": False,
-                                                                 "unit": True, "token_differs": None}
+                                                                 "unit": True, "needs_token": False,
+                                                                 "token_differs": None}
+
+
+# --- the cluster's report from the probes alone -----------------------------------
+
+def _quiet_probe(unit, **extra):
+    return dict({"differences": [], "change": False, "unit": unit + ".service", "active_state": "active",
+                 "result": "success", "linger": "yes", "loaded": True, "token": {"digest": "aaaa", "reason": None},
+                 "ray_status": {"node_count": 2, "gpus_total": 2.0, "pending_demands": [], "reachable": True},
+                 "ray_status_ok": True}, **extra)
+
+
+def _hostvars(head_probe, worker_probe):
+    return {
+        "laguna-head": {"ray_cluster_probe": head_probe,
+                        "ray_cluster_todo": rcp.actions(head_probe, head_probe, True, True)},
+        "laguna-worker": {"ray_cluster_probe": worker_probe,
+                          "ray_cluster_todo": rcp.actions(worker_probe, head_probe, False, True)},
+    }
+
+
+def test_a_quiet_cluster_is_reported_from_the_probes_as_status_yml_would():
+    from ansible_collections.laguna.spark.plugins.filter.ray_cluster_probe import ray_cluster_quiet_report
+    from ansible_collections.laguna.spark.plugins.module_utils import status_reports
+    head, worker = _quiet_probe("laguna-ray-head"), _quiet_probe("laguna-ray-worker", ray_status={},
+                                                                 ray_status_ok=False)
+    hosts = ["laguna-head", "laguna-worker"]
+    report = ray_cluster_quiet_report(hosts, _hostvars(head, worker), "laguna-head", 2, 2.0, "10.0.0.1:6379", 3, False)
+    nodes = [{"host": "laguna-head", "unit": "laguna-ray-head", "state": "active", "result": "success",
+              "linger": "yes", "loaded": True},
+             {"host": "laguna-worker", "unit": "laguna-ray-worker", "state": "active", "result": "success",
+              "linger": "yes", "loaded": True}]
+    assert report == status_reports.ray_cluster(nodes, head["ray_status"], 2, 2.0, "10.0.0.1:6379", 3, False)
+    assert report["ok"] and report["problems"] == []
+
+
+@pytest.mark.parametrize("head_extra,worker_extra", [
+    ({"ray_status_ok": False, "differences": ["ray status at x: 1 of 2 node(s) and 1.0 of 2 GPU(s)"]}, {}),
+    ({}, {"change": True, "differences": ["laguna-ray-worker.service: not loaded, wanted running"]}),
+    ({}, {"token": {"digest": "bbbb", "reason": None}}),
+    ({"token": {"digest": "aaaa", "reason": "rotated (generation 1 -> 2)"}}, {}),
+])
+def test_anything_to_do_or_a_short_cluster_leaves_no_quiet_report(head_extra, worker_extra):
+    from ansible_collections.laguna.spark.plugins.filter.ray_cluster_probe import ray_cluster_quiet_report
+    head, worker = _quiet_probe("laguna-ray-head", **head_extra), _quiet_probe("laguna-ray-worker", **worker_extra)
+    assert ray_cluster_quiet_report(["laguna-head", "laguna-worker"], _hostvars(head, worker), "laguna-head", 2, 2,
+                                    "x") == {}
+
+
+def test_a_head_outside_the_play_counts_as_unknown():
+    """--limit laguna-worker: the head's probe, even one an earlier play left, is not used."""
+    from ansible_collections.laguna.spark.plugins.filter.ray_cluster_probe import (ray_cluster_actions,
+                                                                                  ray_cluster_quiet_report)
+    head, worker = _quiet_probe("laguna-ray-head"), _quiet_probe("laguna-ray-worker")
+    hostvars = _hostvars(head, worker)
+    assert ray_cluster_quiet_report(["laguna-worker"], hostvars, "laguna-head", 2, 2, "x") == {}
+    todo = ray_cluster_actions(worker, hostvars, "laguna-head", False, True, ["laguna-worker"])
+    assert todo["unit"] and todo["token_install"] and todo["needs_token"]
+    assert ray_cluster_actions(worker, hostvars, "laguna-head", False, True, ["laguna-head", "laguna-worker"]) == {
+        "token_make": False, "token_install": False, "unit": False, "needs_token": False, "token_differs": None}
