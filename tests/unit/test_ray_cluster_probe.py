@@ -11,11 +11,12 @@ import stat
 
 import pytest
 
-from ansible_collections.laguna.spark.plugins.module_utils import procs, ray_auth
+from ansible_collections.laguna.spark.plugins.module_utils import procs, ray_auth, status_reports
 from ansible_collections.laguna.spark.plugins.module_utils import ray_cluster_probe as rcp
 from ansible_collections.laguna.spark.plugins.modules import ray_cluster_probe, systemd_run_service
 from helpers import FIXTURES
 from helpers.fake_bin import on_path
+from helpers.filters import run_filter
 
 TOKEN = "0123456789abcdef" * 4
 UNIT = {
@@ -351,12 +352,11 @@ def _hostvars(head_probe, worker_probe):
 
 
 def test_a_quiet_cluster_is_reported_from_the_probes_as_status_yml_would():
-    from ansible_collections.laguna.spark.plugins.filter.ray_cluster_probe import ray_cluster_quiet_report
-    from ansible_collections.laguna.spark.plugins.module_utils import status_reports
     head, worker = _quiet_probe("laguna-ray-head"), _quiet_probe("laguna-ray-worker", ray_status={},
                                                                  ray_status_ok=False)
     hosts = ["laguna-head", "laguna-worker"]
-    report = ray_cluster_quiet_report(hosts, _hostvars(head, worker), "laguna-head", 2, 2.0, "10.0.0.1:6379", 3, False)
+    report, = run_filter("ray_cluster_probe", "ray_cluster_quiet_report",
+                         [[hosts, _hostvars(head, worker), "laguna-head", 2, 2.0, "10.0.0.1:6379", 3, False]])
     nodes = [{"host": "laguna-head", "unit": "laguna-ray-head", "state": "active", "result": "success",
               "linger": "yes", "loaded": True},
              {"host": "laguna-worker", "unit": "laguna-ray-worker", "state": "active", "result": "success",
@@ -372,20 +372,22 @@ def test_a_quiet_cluster_is_reported_from_the_probes_as_status_yml_would():
     ({"token": {"digest": "aaaa", "reason": "rotated (generation 1 -> 2)"}}, {}),
 ])
 def test_anything_to_do_or_a_short_cluster_leaves_no_quiet_report(head_extra, worker_extra):
-    from ansible_collections.laguna.spark.plugins.filter.ray_cluster_probe import ray_cluster_quiet_report
     head, worker = _quiet_probe("laguna-ray-head", **head_extra), _quiet_probe("laguna-ray-worker", **worker_extra)
-    assert ray_cluster_quiet_report(["laguna-head", "laguna-worker"], _hostvars(head, worker), "laguna-head", 2, 2,
-                                    "x") == {}
+    assert run_filter("ray_cluster_probe", "ray_cluster_quiet_report",
+                      [[["laguna-head", "laguna-worker"], _hostvars(head, worker), "laguna-head", 2, 2, "x"]]) == [{}]
 
 
 def test_a_head_outside_the_play_counts_as_unknown():
     """--limit laguna-worker: the head's probe, even one an earlier play left, is not used."""
-    from ansible_collections.laguna.spark.plugins.filter.ray_cluster_probe import (ray_cluster_actions,
-                                                                                  ray_cluster_quiet_report)
     head, worker = _quiet_probe("laguna-ray-head"), _quiet_probe("laguna-ray-worker")
     hostvars = _hostvars(head, worker)
-    assert ray_cluster_quiet_report(["laguna-worker"], hostvars, "laguna-head", 2, 2, "x") == {}
-    todo = ray_cluster_actions(worker, hostvars, "laguna-head", False, True, ["laguna-worker"])
-    assert todo["unit"] and todo["token_install"] and todo["needs_token"]
-    assert ray_cluster_actions(worker, hostvars, "laguna-head", False, True, ["laguna-head", "laguna-worker"]) == {
-        "token_make": False, "token_install": False, "unit": False, "needs_token": False, "token_differs": None}
+    assert run_filter("ray_cluster_probe", "ray_cluster_quiet_report",
+                      [[["laguna-worker"], hostvars, "laguna-head", 2, 2, "x"]]) == [{}]
+    outside, inside, wrong = run_filter("ray_cluster_probe", "ray_cluster_actions", [
+        [worker, hostvars, "laguna-head", False, True, ["laguna-worker"]],
+        [worker, hostvars, "laguna-head", False, True, ["laguna-head", "laguna-worker"]],
+        ["not a probe", hostvars, "laguna-head", False, True]])
+    assert outside["unit"] and outside["token_install"] and outside["needs_token"]
+    assert inside == {"token_make": False, "token_install": False, "unit": False, "needs_token": False,
+                      "token_differs": None}
+    assert wrong.endswith("Error: ray_cluster_actions: the input must be a ray_cluster_probe result")
