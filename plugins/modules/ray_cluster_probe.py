@@ -99,7 +99,9 @@ options:
         environment.
     type: path
   token_generation:
-    description: On the head, the wanted generation of the token (as M(laguna.spark.ray_auth_token)'s O(generation)).
+    description:
+      - On the head, the wanted generation of the token
+        (M(laguna.spark.ray_auth_token)'s O(laguna.spark.ray_auth_token#module:generation)).
     type: int
   secret_name:
     description: The variable of the unit's secret environment that holds the token.
