@@ -183,7 +183,10 @@ def probe(module, params):
 def actions(probe_result, head_probe, is_head, auth):
     """The controller's decisions from this node's probe and the head's (None
     when the head is not in the play: --limit): {token_install (a worker),
-    token_make (the head), unit (run the raylet task), token_differs (a line, or None)}.
+    token_make (the head), unit (run the raylet task), restart (the token
+    the raylet holds changes: restart it, which check mode then names too; a
+    real run restarts it for its new secret anyway), needs_token (read the
+    token for these tasks), token_differs (a line, or None)}.
 
     A worker's token must be the head's: one the head is about to make or
     rotate, or one whose digest differs, is installed, and the raylet, whose
@@ -200,21 +203,27 @@ def _actions(probe_result, head_probe, is_head, auth):
     head_token = (head_probe or {}).get("token") or {}
     unit = bool(probe_result.get("change", True))
     if not auth:
-        return {"token_make": False, "token_install": False, "unit": unit, "token_differs": None}
+        return {"token_make": False, "token_install": False, "unit": unit, "restart": False, "token_differs": None}
     if is_head:
         make = bool(token.get("reason")) or not probe_result
-        return {"token_make": make, "token_install": False, "unit": unit or make, "token_differs": None}
+        return {"token_make": make, "token_install": False, "unit": unit or make,
+                "restart": _new_token(token.get("reason")), "token_differs": None}
     if not head_probe:
-        return {"token_make": True, "token_install": True, "unit": True,
+        return {"token_make": True, "token_install": True, "unit": True, "restart": False,
                 "token_differs": "Ray token: the head is not in this play; installed from its file"}
     differs = None
-    if head_token.get("reason"):
+    if _new_token(head_token.get("reason")):
         differs = "Ray token: the head's changes (%s)" % head_token["reason"]
     elif token.get("digest") != head_token.get("digest"):
         differs = "Ray token: sha256 %s, the head's %s" % (token.get("digest") or "missing", head_token.get("digest"))
     install = differs is not None or bool(token.get("reason"))
     return {"token_make": bool(head_token.get("reason")), "token_install": install,
-            "unit": unit or differs is not None, "token_differs": differs}
+            "unit": unit or differs is not None, "restart": differs is not None, "token_differs": differs}
+
+
+def _new_token(reason):
+    """Whether ray_auth_token's reason makes a new token (missing, rotated), not only its mode."""
+    return bool(reason) and not reason.startswith("mode ")
 
 
 def quiet_report(nodes, head_probe, expected_nodes, expected_gpus, address, gid_index=None, persistent=False):

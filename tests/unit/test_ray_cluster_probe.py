@@ -293,44 +293,54 @@ HEAD = {"change": False, "token": {"digest": "aaaa", "reason": None}}
 def test_nothing_to_do_on_a_cluster_as_wanted():
     worker = {"change": False, "token": {"digest": "aaaa", "reason": None}}
     assert rcp.actions(HEAD, HEAD, True, True) == {"token_make": False, "token_install": False, "unit": False,
-                                                   "needs_token": False, "token_differs": None}
+                                                   "restart": False, "needs_token": False, "token_differs": None}
     assert rcp.actions(worker, HEAD, False, True) == {"token_make": False, "token_install": False, "unit": False,
-                                                      "needs_token": False, "token_differs": None}
+                                                      "restart": False, "needs_token": False, "token_differs": None}
 
 
 def test_a_worker_with_another_token_installs_the_heads_and_restarts():
     worker = {"change": False, "token": {"digest": "bbbb", "reason": None}}
     found = rcp.actions(worker, HEAD, False, True)
-    assert found["token_install"] and found["unit"]
+    assert found["token_install"] and found["unit"] and found["restart"]
     assert found["token_differs"] == "Ray token: sha256 bbbb, the head's aaaa"
 
 
 def test_a_rotation_on_the_head_installs_and_restarts_everywhere():
     head = {"change": False, "token": {"digest": "aaaa", "reason": "rotated (generation 1 -> 2)"}}
     worker = {"change": False, "token": {"digest": "aaaa", "reason": None}}
+    # Restarted (not only started when its settings differ), so that check mode names the restarts too.
     assert rcp.actions(head, head, True, True) == {"token_make": True, "token_install": False, "unit": True,
-                                                   "needs_token": True, "token_differs": None}
+                                                   "restart": True, "needs_token": True, "token_differs": None}
     found = rcp.actions(worker, head, False, True)
-    assert found["token_install"] and found["unit"] and found["token_make"]
+    assert found["token_install"] and found["unit"] and found["token_make"] and found["restart"]
+    assert found["token_differs"] == "Ray token: the head's changes (rotated (generation 1 -> 2))"
+
+
+def test_a_heads_token_with_a_wrong_mode_is_made_again_and_restarts_nothing():
+    head = {"change": False, "token": {"digest": "aaaa", "reason": "mode 0644"}}
+    worker = {"change": False, "token": {"digest": "aaaa", "reason": None}}
+    assert rcp.actions(head, head, True, True)["token_make"] and not rcp.actions(head, head, True, True)["restart"]
+    found = rcp.actions(worker, head, False, True)
+    assert not found["token_install"] and not found["unit"] and not found["restart"]
 
 
 def test_a_worker_token_with_a_wrong_mode_is_installed_without_a_restart_decision():
     worker = {"change": False, "token": {"digest": "aaaa", "reason": "mode 0644"}}
     found = rcp.actions(worker, HEAD, False, True)
-    assert found["token_install"] and not found["unit"]
+    assert found["token_install"] and not found["unit"] and not found["restart"]
 
 
 def test_without_the_heads_probe_every_task_runs_and_decides():
     worker = {"change": False, "token": {"digest": "aaaa", "reason": None}}
     found = rcp.actions(worker, None, False, True)
-    assert found["token_install"] and found["unit"] and found["token_make"]
+    assert found["token_install"] and found["unit"] and found["token_make"] and not found["restart"]
     assert rcp.actions({}, None, True, True)["token_make"]
 
 
 def test_without_authentication_only_the_unit_counts():
     assert rcp.actions({"change": True}, HEAD, False, False) == {"token_make": False, "token_install": False,
-                                                                 "unit": True, "needs_token": False,
-                                                                 "token_differs": None}
+                                                                 "unit": True, "restart": False,
+                                                                 "needs_token": False, "token_differs": None}
 
 
 # --- the cluster's report from the probes alone -----------------------------------
@@ -388,6 +398,6 @@ def test_a_head_outside_the_play_counts_as_unknown():
         [worker, hostvars, "laguna-head", False, True, ["laguna-head", "laguna-worker"]],
         ["not a probe", hostvars, "laguna-head", False, True]])
     assert outside["unit"] and outside["token_install"] and outside["needs_token"]
-    assert inside == {"token_make": False, "token_install": False, "unit": False, "needs_token": False,
-                      "token_differs": None}
+    assert inside == {"token_make": False, "token_install": False, "unit": False, "restart": False,
+                      "needs_token": False, "token_differs": None}
     assert wrong.endswith("Error: ray_cluster_actions: the input must be a ray_cluster_probe result")
