@@ -97,8 +97,8 @@ def unit_differences(service, params):
         if current.get("UnitFileState") != "enabled":
             found.append("%s: UnitFileState %s, wanted enabled" % (unit, current.get("UnitFileState") or "-"))
         for key, values in sorted((result.get("start_env_drift") or {}).items()):
-            found.append("%s: %s of the running process is %s, wanted %s" % (unit, key, values["have"],
-                                                                              values["want"]))
+            found.append("%s: %s of the running process is %s, wanted %s"
+                         % (unit, key, values["have"], values["want"]))
     elif service.has_file:
         found.append("%s: unit file %s is there, wanted a transient unit" % (unit, service.unit_path))
     if service.secret_text is not None:

@@ -160,6 +160,7 @@ from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import
 
 WAIT_DELAY = ray_status.WAIT_DELAY
 
+
 def main():
     module = new_module(dict(
         address=dict(type="str", required=True),
