@@ -83,6 +83,63 @@ def parse(text):
     }
 
 
+WAIT_DELAY = 2
+
+
+def result_of(rc, out):
+    """The result fields of one `ray status` run (the ray_status module's RETURN)."""
+    parsed = parse(out if rc == 0 else "")
+    gpu = parsed["resources"].get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
+    return dict(
+        reachable=rc == 0,
+        node_count=len(parsed["active_nodes"]),
+        gpus_total=gpu["total"],
+        gpus_used=gpu["used"],
+        gpus_reserved=gpu["reserved"],
+        gpus_free=free(gpu),
+        stdout=out,
+        **parsed
+    )
+
+
+def wait_done(result, rc, wait_free_gpus=0, wait_nodes=0, wait_gpus=0):
+    """Whether a wait is over: what it waits for is there (a GPU wait also
+    ends when the head does not answer; a node wait goes on)."""
+    if wait_nodes > 0 or wait_gpus > 0:
+        if rc != 0 or result["node_count"] < wait_nodes or result["gpus_total"] < wait_gpus:
+            return False
+    return rc != 0 or result["gpus_free"] >= wait_free_gpus
+
+
+def read(module, ray_bin, address, timeout=60, wait_free_gpus=0, wait_nodes=0, wait_gpus=0, wait_timeout=30,
+         wait_delay=WAIT_DELAY, clock=time.monotonic, sleep=time.sleep):
+    """The one reader of `ray status --address ADDRESS` (the ray_status module
+    and the ray_cluster probe): each run bounded by ``timeout`` seconds; with
+    ``wait_free_gpus``, ``wait_nodes`` or ``wait_gpus``, polled every
+    ``wait_delay`` s until they are there, the whole wait bounded by
+    ``wait_timeout`` (a `ray status` against a head that is gone takes its
+    whole timeout, so each gets at most the time left). The result_of() the
+    last run, with ``waited`` (s), ``rc`` and, when it failed, ``stderr_tail``."""
+    if "/" not in ray_bin:
+        ray_bin = module.get_bin_path(ray_bin, required=True)
+    waiting = wait_free_gpus > 0 or wait_nodes > 0 or wait_gpus > 0
+    start = clock()
+    deadline = start + max(0, wait_timeout)
+    while True:
+        left = int(deadline - clock()) if waiting else timeout
+        argv = ["timeout", str(max(5, min(timeout, left))), ray_bin, "status", "--address", address]
+        rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
+        result = result_of(rc, out)
+        if wait_done(result, rc, wait_free_gpus, wait_nodes, wait_gpus) or clock() + wait_delay > deadline:
+            break
+        sleep(wait_delay)
+    result["waited"] = round(clock() - start, 1) if waiting else 0.0
+    result["rc"] = rc
+    if rc != 0:
+        result["stderr_tail"] = (err or "").strip().splitlines()[-5:]
+    return result
+
+
 def alive_hosts(dashboard_url, token=None, timeout=5, opener=open_url):
     """The sorted host names of the nodes Ray lists as alive, from its dashboard
     (Ray 2.60's node_head.py: GET /nodes?view=hostNameList, the nodes whose

@@ -155,39 +155,10 @@ stdout:
   type: str
 """
 
-import time
-
 from ansible_collections.laguna.spark.plugins.module_utils import ray_status
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
-
-WAIT_DELAY = 2
-
-
-def read(rc, out):
-    """The result fields of one `ray status` run."""
-    parsed = ray_status.parse(out if rc == 0 else "")
-    gpu = parsed["resources"].get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
-    return dict(
-        changed=False,
-        reachable=rc == 0,
-        node_count=len(parsed["active_nodes"]),
-        gpus_total=gpu["total"],
-        gpus_used=gpu["used"],
-        gpus_reserved=gpu["reserved"],
-        gpus_free=ray_status.free(gpu),
-        stdout=out,
-        **parsed
-    )
-
-
-def done(result, rc, params):
-    """Whether a wait is over: what it waits for is there (a GPU wait also
-    ends when the head does not answer; a node wait goes on)."""
-    if params["wait_nodes"] > 0 or params["wait_gpus"] > 0:
-        if rc != 0 or result["node_count"] < params["wait_nodes"] or result["gpus_total"] < params["wait_gpus"]:
-            return False
-    return rc != 0 or result["gpus_free"] >= params["wait_free_gpus"]
+WAIT_DELAY = ray_status.WAIT_DELAY
 
 
 def main():
@@ -202,31 +173,15 @@ def main():
         wait_timeout=dict(type="int", default=30),
         wait_delay=dict(type="float", default=WAIT_DELAY),
     ))
-    ray_bin = module.params["ray"]
-    if "/" not in ray_bin:
-        ray_bin = module.get_bin_path(ray_bin, required=True)
     p = module.params
-    waiting = p["wait_free_gpus"] > 0 or p["wait_nodes"] > 0 or p["wait_gpus"] > 0
-    start = time.monotonic()
-    deadline = start + max(0, p["wait_timeout"])
-    while True:
-        # Never past the deadline: a `ray status` against a head that is gone
-        # takes its whole timeout.
-        left = int(deadline - time.monotonic()) if waiting else p["timeout"]
-        argv = ["timeout", str(max(5, min(p["timeout"], left))), ray_bin, "status", "--address", p["address"]]
-        rc, out, err = module.run_command(argv, environ_update={"RAY_USAGE_STATS_ENABLED": "0"})
-        result = read(rc, out)
-        if done(result, rc, p) or time.monotonic() + p["wait_delay"] > deadline:
-            break
-        time.sleep(p["wait_delay"])
-    result["waited"] = round(time.monotonic() - start, 1) if waiting else 0.0
-    if rc != 0:
-        result["stderr_tail"] = err.strip().splitlines()[-5:]
-        if module.params["fail_on_unreachable"]:
-            module.fail_json(
-                msg="`ray status --address %s` failed (rc=%d): is the head raylet running? %s"
-                % (module.params["address"], rc, " | ".join(result["stderr_tail"])), **result)
-    module.exit_json(**result)
+    result = ray_status.read(module, p["ray"], p["address"], p["timeout"], p["wait_free_gpus"], p["wait_nodes"],
+                             p["wait_gpus"], p["wait_timeout"], p["wait_delay"])
+    rc = result.pop("rc")
+    if rc != 0 and p["fail_on_unreachable"]:
+        module.fail_json(
+            msg="`ray status --address %s` failed (rc=%d): is the head raylet running? %s"
+            % (p["address"], rc, " | ".join(result["stderr_tail"])), changed=False, **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":
