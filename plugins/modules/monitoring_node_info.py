@@ -85,8 +85,7 @@ ray_metrics_error:
 """
 
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
-from ansible_collections.laguna.spark.plugins.module_utils.monitoring_probe import (  # noqa: F401  (the names tests use)
-    RAY_DEPS_CHECK, mountpoint, node_info, ray_agent_error, recorded)
+from ansible_collections.laguna.spark.plugins.module_utils.monitoring_probe import node_info
 
 
 def main():

@@ -239,7 +239,7 @@ def test_the_probe_on_a_node_as_wanted_reports_no_difference(node, run_module, h
     assert result["differences"] == [] and result["to_write"] == [] and result["units_to_run"] == []
     assert result["missing"] == [] and not result["record"] and result["defaults_to_keep"] == []
     assert result["ready"] and result["units"]["prometheus-node-exporter"] == AS_WANTED
-    assert result["mountpoint"] == monitoring_node_info.mountpoint(str(node.tmp)) and result["ray_metrics"]
+    assert result["mountpoint"] == mp.mountpoint(str(node.tmp)) and result["ray_metrics"]
     # One systemctl show per unit, with ActiveState, SubState and UnitFileState.
     calls = node.systemctl_calls()
     assert [c[:2] for c in calls] == [["show", "prometheus-node-exporter.service"]]
