@@ -19,7 +19,8 @@ description:
     cannot be imported (C(ray._private.utils.get_dashboard_dependency_error())); a minimal agent loads
     no reporter module, so nothing listens on the metrics export port. The module imports that module
     with O(python), as Ray does, without writing bytecode.
-  - Read-only.
+  - Read-only. The same reads as M(laguna.spark.monitoring_probe) (the role's one read), without the files,
+    the units and Prometheus.
 options:
   packages:
     description: Debian packages to look for.
@@ -83,32 +84,8 @@ ray_metrics_error:
   type: str
 """
 
-import os
-
-from ansible_collections.laguna.spark.plugins.module_utils import files
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
-
-# What Ray 2.60 imports to decide whether the agents are minimal (ray/_private/utils.py).
-RAY_DEPS_CHECK = "import ray.dashboard.optional_deps"
-
-
-def mountpoint(path):
-    """The mount point of the file system holding ``path`` or, when it does not exist, its nearest existing parent."""
-    return files.nearest(os.path.realpath(files.nearest(os.path.abspath(path), os.path.exists)), os.path.ismount)
-
-
-def ray_agent_error(run_command, python):
-    """Why the venv's Ray runs minimal agents ("" when it does not): the last line of the import's error.
-
-    ``run_command`` is AnsibleModule.run_command (argv, environ_update) -> (rc, out, err)."""
-    rc, _out, err = run_command([python, "-c", RAY_DEPS_CHECK], environ_update={"PYTHONDONTWRITEBYTECODE": "1"})
-    lines = [line for line in err.strip().splitlines() if line.strip()]
-    return "" if rc == 0 else (lines[-1] if lines else "exit status %d" % rc)
-
-
-def recorded(state_dir):
-    found = files.read_json(os.path.join(state_dir, "installed.json"), default=[])
-    return sorted(str(p) for p in found) if isinstance(found, list) else []
+from ansible_collections.laguna.spark.plugins.module_utils.monitoring_probe import node_info
 
 
 def main():
@@ -118,20 +95,10 @@ def main():
         python=dict(type="path", required=True),
         state_dir=dict(type="path", default="/etc/laguna-spark/monitoring"),
     ))
-    missing = []
-    dpkg_query = module.get_bin_path("dpkg-query", required=True)
-    for package in module.params["packages"]:
-        rc, out, _err = module.run_command([dpkg_query, "-W", "-f", "${db:Status-Status}", package])
-        if rc != 0 or out.strip() != "installed":
-            missing.append(package)
-    python = module.params["python"]
-    found = os.access(python, os.X_OK)
-    error = "%s does not exist" % python
-    if found:
-        error = ray_agent_error(module.run_command, python)
-    module.exit_json(changed=False, missing=missing, recorded=recorded(module.params["state_dir"]),
-                     mountpoint=mountpoint(module.params["path"]), python_found=found,
-                     ray_metrics=found and error == "", ray_metrics_error=error)
+    result = node_info(module, module.params["packages"], module.params["path"], module.params["python"],
+                       module.params["state_dir"])
+    result.pop("packages")
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring as mon
+from ansible_collections.laguna.spark.plugins.module_utils import monitoring_probe
 from ansible_collections.laguna.spark.plugins.modules import monitoring_node_info, monitoring_status
 from helpers import DOUBLES, ROOT, free_port, standin
 from helpers import monitoring as helper
@@ -389,7 +390,7 @@ def _python(tmp_path, ok):
     body = "exit 0" if ok else ("echo 'Traceback (most recent call last):' >&2\n"
                                 "echo \"ModuleNotFoundError: No module named 'aiohttp_cors'\" >&2\nexit 1")
     path.write_text('#!/bin/sh\n[ "$1" = -c ] && [ "$2" = "%s" ] || exit 9\n[ "$PYTHONDONTWRITEBYTECODE" = 1 ] || '
-                    'exit 8\n%s\n' % (monitoring_node_info.RAY_DEPS_CHECK, body))
+                    'exit 8\n%s\n' % (monitoring_probe.RAY_DEPS_CHECK, body))
     path.chmod(0o755)
     return str(path)
 
@@ -404,7 +405,7 @@ def test_node_info_reads_packages_the_record_the_mount_point_and_rays_agent(tmp_
     assert not result.failed and not result["changed"]
     assert result["missing"] == ["laguna-no-such-package"]
     assert result["recorded"] == ["prometheus", "prometheus-node-exporter"]
-    assert result["mountpoint"] == monitoring_node_info.mountpoint(str(tmp_path))
+    assert result["mountpoint"] == monitoring_probe.mountpoint(str(tmp_path))
     assert os.path.ismount(result["mountpoint"])
     assert result["python_found"] and result["ray_metrics"] and result["ray_metrics_error"] == ""
     minimal = run_module(monitoring_node_info, dict(args, python=_python(tmp_path, False), state_dir=str(tmp_path)))
@@ -415,8 +416,8 @@ def test_node_info_reads_packages_the_record_the_mount_point_and_rays_agent(tmp_
 
 
 def test_the_mount_point_of_a_path(tmp_path):
-    assert monitoring_node_info.mountpoint("/") == "/"
-    assert monitoring_node_info.mountpoint("/proc/self/no/such") == "/proc"
+    assert monitoring_probe.mountpoint("/") == "/"
+    assert monitoring_probe.mountpoint("/proc/self/no/such") == "/proc"
 
 
 # --- scripts/dashboard_check.py against the API double -----------------------------------------------
