@@ -118,3 +118,12 @@ def wait_alive_hosts(dashboard_url, token, count, within, timeout=5, opener=open
         if hosts is not None and (len(hosts) >= count or clock() >= deadline):
             return hosts
         sleep(1)
+
+
+def summary(rc, out):
+    """The result fields of one `ray status` run (rc, stdout): reachable, the
+    active nodes' count, the GPUs (total, used, reserved, free) and parse()'s keys."""
+    parsed = parse(out if rc == 0 else "")
+    gpu = parsed["resources"].get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
+    return dict(reachable=rc == 0, node_count=len(parsed["active_nodes"]), gpus_total=gpu["total"],
+                gpus_used=gpu["used"], gpus_reserved=gpu["reserved"], gpus_free=free(gpu), stdout=out, **parsed)

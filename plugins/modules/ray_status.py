@@ -166,19 +166,7 @@ WAIT_DELAY = 2
 
 def read(rc, out):
     """The result fields of one `ray status` run."""
-    parsed = ray_status.parse(out if rc == 0 else "")
-    gpu = parsed["resources"].get("GPU", {"used": 0.0, "total": 0.0, "reserved": 0.0, "reserved_used": 0.0})
-    return dict(
-        changed=False,
-        reachable=rc == 0,
-        node_count=len(parsed["active_nodes"]),
-        gpus_total=gpu["total"],
-        gpus_used=gpu["used"],
-        gpus_reserved=gpu["reserved"],
-        gpus_free=ray_status.free(gpu),
-        stdout=out,
-        **parsed
-    )
+    return dict(changed=False, **ray_status.summary(rc, out))
 
 
 def done(result, rc, params):
