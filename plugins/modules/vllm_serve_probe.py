@@ -14,7 +14,7 @@ description:
   - The vllm_serve role's probe. Each option asks for one read; the role asks
     on every cluster node for O(raylet_unit) and O(gpu), and on the head for
     the rest.
-  - O(raylet_unit) reads the raylet's user unit (C(systemctl --user show):
+  - O(raylet_unit) reads the raylet's user unit (C(systemctl --user show) -
     ActiveState, SubState, UnitFileState and InvocationID among them).
     O(gpu) lists the processes holding the GPU as M(laguna.spark.gpu_processes)
     does, and which of them run outside O(gpu.allowed_units).
@@ -236,7 +236,7 @@ EXAMPLES = r"""
     api:
       url: http://127.0.0.1:8000
       served_model_name: laguna-s-fp8
-      smoke: {model: laguna-s-fp8, prompt: capital of France? one word, expect: Paris}
+      smoke: {model: laguna-s-fp8, prompt: "capital of France? one word", expect: Paris}
   become: true
   become_user: spark
   register: probe
