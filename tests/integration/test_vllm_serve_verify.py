@@ -1,6 +1,6 @@
 """vllm_serve's verification (API wait, smoke test, acceptance) against a stand-in server."""
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
-from helpers import role_events
+from helpers import free_port, role_events
 from helpers.constants import SERVED_MODEL
 from test_benchmark import node  # noqa: F401  (a head on localhost: fake systemd, the stand-in vLLM)
 
@@ -93,9 +93,11 @@ def test_a_rerun_on_a_converged_head_reaches_it_with_the_probe_only(runner, node
     assert "The probe verified the running server" in again.flat and "Paris" in again.flat, again.text
     assert [call for call in node.systemd()["calls"] if call[0] == "systemd-run"] == starts
 
-    # Check mode on a changed setting: the probe names the unit's new
+    # Check mode on a changed setting (another port: the fake systemd's
+    # processes are in no unit, so the running stand-in would count as a
+    # stranger on its own port): the probe names the unit's new
     # configuration, the start is what a run would change, and nothing starts.
-    check = runner.include_role("vllm_serve", dict(extra, vllm_serve_max_num_seqs=1), cmdline="--check")
+    check = runner.include_role("vllm_serve", dict(extra, laguna_api_port=free_port()), cmdline="--check")
     assert check.rc == 0, check.text
     assert "laguna-vllm.service: runs configuration" in check.flat, check.text
     assert "changed: [localhost]" in check.text.split("TASK [laguna.spark.vllm_serve : Run vllm serve]")[1], check.text
