@@ -30,8 +30,8 @@ from ansible_collections.laguna.spark.plugins.module_utils import (
 
 # The raylet unit's properties read on every node: InvocationID for vLLM's
 # environment, the states whatever else is read.
-RAYLET_PROPERTIES = tuple(dict.fromkeys(systemd_user.DEFAULT_PROPERTIES + ("SubState", "UnitFileState",
-                                                                          "InvocationID")))
+RAYLET_PROPERTIES = tuple(dict.fromkeys(
+    systemd_user.DEFAULT_PROPERTIES + ("SubState", "UnitFileState", "InvocationID")))
 # systemd_run_service's options, with its defaults, that the unit option may leave out.
 UNIT_DEFAULTS = dict(state="started", environment={}, properties={}, description="laguna-spark service",
                      working_directory=None, settle=3, runtime_dir=None, persistent=False, after=[],
@@ -156,8 +156,8 @@ def read_api(options):
         found["models"] = vllm_health.models(url, min(timeout, MODELS_TIMEOUT), api_key=key)
         if options["check_acceptance"]:
             try:
-                found["spec"] = prometheus.spec_decode(vllm_client.metric_sums(url, min(timeout, MODELS_TIMEOUT),
-                                                                              api_key=key))
+                totals = vllm_client.metric_sums(url, min(timeout, MODELS_TIMEOUT), api_key=key)
+                found["spec"] = prometheus.spec_decode(totals)
             except Exception as exc:  # urllib raises several unrelated types
                 found["spec"] = {"error": "Could not read %s/metrics: %s" % (url, exc)}
     smoke = health.get("smoke") or {}
@@ -182,9 +182,8 @@ def api_differences(found, options):
             url, ", ".join(found["models"]["models"]) or "nothing", found["models"]["detail"], name))
     spec = found["spec"]
     if options["check_acceptance"] and spec.get("accepted_tokens", 0) <= 0:
-        lines.append("%s/metrics: %s, wanted draft tokens accepted" % (
-            url, spec.get("error") or "%d of %d draft tokens accepted" % (spec.get("accepted_tokens", 0),
-                                                                       spec.get("draft_tokens", 0))))
+        counted = "%d of %d draft tokens accepted" % (spec.get("accepted_tokens", 0), spec.get("draft_tokens", 0))
+        lines.append("%s/metrics: %s, wanted draft tokens accepted" % (url, spec.get("error") or counted))
     return lines
 
 

@@ -19,8 +19,8 @@ description:
     O(gpu) lists the processes holding the GPU as M(laguna.spark.gpu_processes)
     does, and which of them run outside O(gpu.allowed_units).
   - O(unit) reads the vLLM unit as M(laguna.spark.systemd_run_service) would,
-    given the same options, and returns what it would do (RV(unit.action),
-    RV(unit.changed)) without doing it - the configuration fingerprint in the
+    given the same options, and returns what it would do (in RV(unit), its
+    action and whether it changes anything) without doing it - the configuration fingerprint in the
     unit's Description, ActiveState, SubState and UnitFileState, a unit file and
     private environment file that differ, processes a signal stopped.
   - O(port) lists the listeners of the API port as M(laguna.spark.port_listeners)
@@ -59,7 +59,7 @@ options:
         default: 30
   unit:
     description:
-      - The vLLM unit, as M(laguna.spark.systemd_run_service) is given it (O(unit.state) is C(started)).
+      - The vLLM unit, as M(laguna.spark.systemd_run_service) is given it (with its C(state=started)).
     type: dict
     suboptions:
       name:
@@ -244,7 +244,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 raylet:
-  description: The raylet unit as M(laguna.spark.systemd_user_unit) reports a unit (RV(raylet.properties) holds InvocationID).
+  description: The raylet unit as M(laguna.spark.systemd_user_unit) reports a unit (its properties hold InvocationID).
   returned: with O(raylet_unit)
   type: dict
 gpu:

@@ -2,7 +2,8 @@
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 from helpers import free_port, role_events
 from helpers.constants import SERVED_MODEL
-from test_benchmark import node  # noqa: F401  (a head on localhost: fake systemd, the stand-in vLLM)
+# A head on localhost (a fake systemd, the stand-in vLLM), for the whole role.
+from test_benchmark import node  # noqa: F401  # pylint: disable=unused-import
 
 
 def verify(runner, **extravars):

@@ -175,8 +175,8 @@ def test_a_head_as_wanted_has_no_difference_and_is_only_read(systemd, run_module
     assert len(systemd.calls("systemd-run")) == 1
 
 
-def test_a_changed_setting_or_a_stopped_unit_is_named_and_nothing_is_done(systemd, run_module, standin_server,
-                                                                         ray_bin):
+def test_a_changed_setting_or_a_stopped_unit_is_named_and_nothing_is_done(
+        systemd, run_module, standin_server, ray_bin):
     url = standin_server(acceptance=0.75)
     first = _start(run_module)
     _warm(url)
@@ -215,10 +215,10 @@ def test_zero_acceptance_is_named(systemd, run_module, standin_server, ray_bin):
 def test_a_port_held_by_another_program_is_named(systemd, run_module, standin_server, ray_bin):
     url = standin_server(acceptance=0.75)
     port = int(url.rsplit(":", 1)[1].strip("/"))  # the in-process stand-in: this test's process, in no unit
-    result = run_module(vllm_serve_probe, _args(url, ray_bin, port={"port": port,
-                                                                    "allowed_unit": "laguna-vllm.service"}))
-    assert result["port"]["foreign"] and result["port"]["message"].startswith("Port %d is held by pid %d"
-                                                                                 % (port, os.getpid()))
+    wanted = {"port": port, "allowed_unit": "laguna-vllm.service"}
+    result = run_module(vllm_serve_probe, _args(url, ray_bin, port=wanted))
+    assert result["port"]["foreign"]
+    assert result["port"]["message"].startswith("Port %d is held by pid %d" % (port, os.getpid()))
     assert result["port"]["message"] in result["differences"]
 
 
