@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.laguna.spark.plugins.module_utils.dflash_config import draft_built_for, target_info
-from ansible_collections.laguna.spark.plugins.module_utils.dflash_layout import read_config, read_tensors
+from ansible_collections.laguna.spark.plugins.module_utils.dflash_layout import DraftError, read_config, read_tensors
 from ansible_collections.laguna.spark.plugins.module_utils.dflash_quant import (
     MUST_STAY_UNQUANTIZED, check_layer_tensors, describe_args, quant_decision, scheme_name)
 from ansible_collections.laguna.spark.plugins.module_utils.dflash_vllm import (
@@ -201,3 +201,19 @@ def hint_sentence(report, path=None, repo=None, target_path=None):
     else:
         text += " DFlash drafts are target-precision-specific: stage the draft made for this target's precision."
     return text
+
+
+def report(draft_path, target_path=None, draft_repo=None, draft_target_family=None):
+    """What dflash_draft_info returns (inspect()'s report with ``warnings_list``,
+    ``exists`` and ``pairing_hint``); a draft that cannot be read is a report
+    with ok false, its one problem, and ``error`` (the exception's text)."""
+    exists = os.path.isfile(os.path.join(draft_path, "config.json"))
+    try:
+        found = inspect(draft_path, target_path, draft_repo, draft_target_family)
+    except (DraftError, OSError, ValueError) as exc:
+        return dict(ok=False, exists=exists, problems=[str(exc)], error=str(exc),
+                    pairing_hint=hint_sentence({"problems": [str(exc)]}, draft_path, draft_repo, target_path))
+    found["warnings_list"] = found.pop("warnings")
+    found["exists"] = exists
+    found["pairing_hint"] = hint_sentence(found, draft_path, draft_repo, target_path)
+    return found

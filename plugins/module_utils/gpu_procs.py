@@ -111,3 +111,18 @@ def message(foreign, allowed_units, node):
             "(kill %s), or set vllm_serve_foreign_gpu_processes: warn to serve beside %s."
             % (node, "; ".join(describe(p) for p in foreign), ", ".join(allowed_units),
                them, " ".join(str(p["pid"]) for p in foreign), them))
+
+
+def read(run_command, smi, allowed_units, node, timeout):
+    """What the gpu_processes module reads: {processes, foreign, message,
+    error}; ``error`` (else '') is why nvidia-smi gave no list, as a
+    sentence; ``smi`` None is nvidia-smi not found."""
+    if not smi:
+        return dict(processes=[], foreign=[], message="",
+                    error="nvidia-smi not found on %s; install the NVIDIA driver (run --tags preflight)." % node)
+    found, error = query(run_command, smi, timeout)
+    if error:
+        return dict(processes=[], foreign=[], message="", error="%s %s on %s %s" % (smi, " ".join(QUERY), node, error))
+    found = classify(found, allowed_units)
+    foreign = [proc for proc in found if not proc["owned"]]
+    return dict(processes=found, foreign=foreign, message=message(foreign, allowed_units, node), error="")

@@ -167,3 +167,15 @@ def listeners(port, proc="/proc"):
                               "address": inodes[target[8:-1]]})
                 break
     return found
+
+
+def port_holders(port, unit, proc="/proc"):
+    """What the port_listeners module reads: {listeners, foreign, message};
+    ``foreign`` the listeners not of ``unit`` (none when no unit), and
+    ``message`` ('' when none) the sentence naming them."""
+    found = listeners(port, proc)
+    foreign = strays(found, unit) if unit else []
+    text = ("Port %d is held by %s, not by %s: stop it, or set laguna_api_port to a free port."
+            % (port, "; ".join("pid %d (%s, unit %s)" % (f["pid"], f["cmdline"][:120], f["unit"] or "none")
+                               for f in foreign), unit)) if foreign else ""
+    return dict(listeners=found, foreign=foreign, message=text)

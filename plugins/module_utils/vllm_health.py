@@ -208,3 +208,25 @@ def down_message(url, waited, unit, active_state, result, journal_lines, tensor_
     last = list(journal_lines or [])[-keep:] if keep else []
     return "%s/v1/models did not answer within %ss; %s is %s/%s. %sLast log lines: %s" % (
         url, waited, unit, active_state, result, hint, " | ".join(last))
+
+
+def check(base_url, timeout, api_key=None, smoke_options=None):
+    """What the vllm_health module returns: /health within ``timeout`` s,
+    then, when it answers and ``smoke_options`` (SMOKE_OPTIONS' keys) are
+    given, the smoke test within ``smoke_options["timeout"]`` or ``timeout``;
+    a smoke test that finds the engine wedged makes the state HUNG. Raises
+    ValueError for a smoke timeout or max_tokens below 1."""
+    url = base_url.rstrip("/")
+    state, status, seconds, detail = probe(url + "/health", timeout, api_key=api_key)
+    result = dict(state=state, status=status, seconds=seconds, detail=detail)
+    if smoke_options and state == HEALTHY:
+        smoke_timeout = smoke_options.get("timeout") or timeout
+        max_tokens = smoke_options.get("max_tokens", 8)
+        if smoke_timeout < 1 or max_tokens < 1:
+            raise ValueError("smoke.timeout and smoke.max_tokens must be at least 1, not %d and %d"
+                             % (smoke_timeout, max_tokens))
+        result["smoke"] = smoke(url, smoke_options["model"], smoke_options["prompt"], max_tokens,
+                                smoke_options.get("expect") or "", smoke_timeout, api_key=api_key)
+        if result["smoke"]["state"] == HUNG:  # a wedged engine: a restart clears it
+            result.update(state=HUNG, detail=result["smoke"]["message"])
+    return result

@@ -293,9 +293,7 @@ tensor_count:
   type: int
 """
 
-import os
-
-from ansible_collections.laguna.spark.plugins.module_utils import dflash_config, dflash_draft, dflash_layout
+from ansible_collections.laguna.spark.plugins.module_utils import dflash_config, dflash_draft
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
@@ -308,21 +306,13 @@ def main():
         fail_on_problems=dict(type="bool", default=True),
     ))
     params = module.params
-    exists = os.path.isfile(os.path.join(params["path"], "config.json"))
-    try:
-        report = dflash_draft.inspect(params["path"], params["target_path"], params["draft_repo"],
-                                      params["draft_target_family"])
-    except (dflash_layout.DraftError, OSError, ValueError) as exc:
-        result = dict(changed=False, ok=False, exists=exists, problems=[str(exc)],
-                      pairing_hint=dflash_draft.hint_sentence({"problems": [str(exc)]}, params["path"],
-                                                              params["draft_repo"], params["target_path"]))
+    report = dflash_draft.report(params["path"], params["target_path"], params["draft_repo"],
+                                 params["draft_target_family"])
+    error = report.pop("error", None)
+    if error is not None:
         if params["fail_on_problems"]:
-            module.fail_json(msg=str(exc), **result)
-        module.exit_json(**result)
-    report["warnings_list"] = report.pop("warnings")
-    report["exists"] = exists
-    report["pairing_hint"] = dflash_draft.hint_sentence(report, params["path"], params["draft_repo"],
-                                                        params["target_path"])
+            module.fail_json(msg=error, changed=False, **report)
+        module.exit_json(changed=False, **report)
     if report["problems"] and params["fail_on_problems"]:
         module.fail_json(msg="The DFlash draft in %s will not work: %s" % (params["path"], " | ".join(report["problems"])),
                          changed=False, **report)

@@ -106,16 +106,11 @@ def main():
         module.fail_json(msg="timeout must be 1 to 300 seconds, not %d" % p["timeout"])
     node = p["node"] or socket.gethostname()
     smi = module.get_bin_path(p["nvidia_smi"]) if "/" not in p["nvidia_smi"] else p["nvidia_smi"]
-    if not smi:
-        module.fail_json(msg="%s: nvidia-smi not found on %s; install the NVIDIA driver (run --tags preflight)."
-                         % (p["nvidia_smi"], node))
-    found, error = gpu_procs.query(module.run_command, smi, p["timeout"])
-    if error:
-        module.fail_json(msg="%s %s on %s %s" % (smi, " ".join(gpu_procs.QUERY), node, error))
-    found = gpu_procs.classify(found, p["allowed_units"])
-    foreign = [proc for proc in found if not proc["owned"]]
-    message = gpu_procs.message(foreign, p["allowed_units"], node)
-    result = dict(changed=False, processes=found, foreign=foreign, message=message)
+    read = gpu_procs.read(module.run_command, smi, p["allowed_units"], node, p["timeout"])
+    if read["error"]:
+        module.fail_json(msg=("%s: " % p["nvidia_smi"] if not smi else "") + read["error"])
+    foreign, message = read["foreign"], read["message"]
+    result = dict(changed=False, processes=read["processes"], foreign=foreign, message=message)
     if foreign and p["foreign"] == "fail":
         module.fail_json(msg=message, **result)
     if foreign:

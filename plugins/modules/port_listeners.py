@@ -69,15 +69,10 @@ def main():
     port, unit = module.params["port"], module.params["allowed_unit"]
     if not 0 < port < 65536:
         module.fail_json(msg="port must be 1-65535, not %d" % port)
-    found = procs.listeners(port)
-    foreign = procs.strays(found, unit) if unit else []
-    if foreign:
-        module.fail_json(
-            msg="Port %d is held by %s, not by %s: stop it, or set laguna_api_port to a free port."
-            % (port, "; ".join("pid %d (%s, unit %s)" % (f["pid"], f["cmdline"][:120], f["unit"] or "none")
-                               for f in foreign), unit),
-            listeners=found, foreign=foreign)
-    module.exit_json(changed=False, listeners=found, foreign=foreign)
+    read = procs.port_holders(port, unit)
+    if read["foreign"]:
+        module.fail_json(msg=read["message"], listeners=read["listeners"], foreign=read["foreign"])
+    module.exit_json(changed=False, listeners=read["listeners"], foreign=read["foreign"])
 
 
 if __name__ == "__main__":

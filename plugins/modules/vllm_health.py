@@ -117,20 +117,11 @@ from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
 def main():
     module = vllm_health.server_module(default_timeout=30, smoke=vllm_health.SMOKE_OPTIONS)
     p = module.params
-    url = p["url"].rstrip("/")
-    state, status, seconds, detail = vllm_health.probe(url + "/health", p["timeout"], api_key=p["api_key"])
-    result = dict(changed=False, state=state, status=status, seconds=seconds, detail=detail)
-    smoke = p["smoke"]
-    if smoke and state == vllm_health.HEALTHY:
-        timeout = smoke["timeout"] or p["timeout"]
-        if timeout < 1 or smoke["max_tokens"] < 1:
-            module.fail_json(msg="smoke.timeout and smoke.max_tokens must be at least 1, not %d and %d"
-                             % (timeout, smoke["max_tokens"]))
-        result["smoke"] = vllm_health.smoke(url, smoke["model"], smoke["prompt"], smoke["max_tokens"],
-                                            smoke["expect"], timeout, api_key=p["api_key"])
-        if result["smoke"]["state"] == vllm_health.HUNG:  # a wedged engine: a restart clears it
-            result.update(state=vllm_health.HUNG, detail=result["smoke"]["message"])
-    module.exit_json(**result)
+    try:
+        result = vllm_health.check(p["url"], p["timeout"], api_key=p["api_key"], smoke_options=p["smoke"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

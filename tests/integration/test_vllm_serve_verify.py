@@ -1,6 +1,9 @@
 """vllm_serve's verification (API wait, smoke test, acceptance) against a stand-in server."""
 from ansible_collections.laguna.spark.plugins.module_utils import vllm_health
+from helpers import free_port, role_events
 from helpers.constants import SERVED_MODEL
+# A head on localhost (a fake systemd, the stand-in vLLM), for the whole role.
+from test_benchmark import node  # noqa: F401  # pylint: disable=unused-import
 
 
 def verify(runner, **extravars):
@@ -68,3 +71,35 @@ def test_a_wedged_engine_lists_its_model_but_fails_the_smoke_test_as_hung(runner
     assert again.rc == 0 and "Paris" in again.text
     # The counter that tells wedged from busy moves with the stand-in's tokens.
     assert vllm_health.generated_tokens("http://127.0.0.1:%d" % port, 5) > 0
+
+
+# The whole role on a head on localhost (test_benchmark's node: a fake
+# systemd that really runs the unit's command, the stand-in vLLM, staged
+# checkpoints): started once, then a rerun reaches the node with the probe
+# only - its two reads, the raylet and GPU read of every node (here, the head
+# alone) and the head's vllm_serve_probe - and changes nothing.
+def test_a_rerun_on_a_converged_head_reaches_it_with_the_probe_only(runner, node):
+    extra = dict(node.vars, vllm_serve_warmup_requests=1, vllm_serve_warmup_max_tokens=16)
+    first = runner.include_role("vllm_serve", extra)
+    assert first.rc == 0, first.text
+    assert first.stats["changed"].get("localhost", 0) >= 1
+    assert "draft tokens accepted" in first.flat, first.text
+    starts = [call for call in node.systemd()["calls"] if call[0] == "systemd-run"]
+    assert len(starts) == 1
+
+    again = runner.include_role("vllm_serve", extra)
+    assert again.rc == 0, again.text
+    assert again.stats["changed"].get("localhost", 0) == 0, again.text
+    assert role_events.node_tasks(again.events, "vllm_serve") == ["laguna.spark.vllm_serve_probe"] * 2, again.text
+    assert "The probe verified the running server" in again.flat and "Paris" in again.flat, again.text
+    assert [call for call in node.systemd()["calls"] if call[0] == "systemd-run"] == starts
+
+    # Check mode on a changed setting (another port: the fake systemd's
+    # processes are in no unit, so the running stand-in would count as a
+    # stranger on its own port): the probe names the unit's new
+    # configuration, the start is what a run would change, and nothing starts.
+    check = runner.include_role("vllm_serve", dict(extra, laguna_api_port=free_port()), cmdline="--check")
+    assert check.rc == 0, check.text
+    assert "laguna-vllm.service: runs configuration" in check.flat, check.text
+    assert "changed: [localhost]" in check.text.split("TASK [laguna.spark.vllm_serve : Run vllm serve]")[1], check.text
+    assert [call for call in node.systemd()["calls"] if call[0] == "systemd-run"] == starts
