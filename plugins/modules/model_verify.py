@@ -36,7 +36,8 @@ attributes:
   check_mode:
     support: full
     description: Reports what it would remove; removes and stops nothing.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.checkpoint]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.checkpoint,
+                                 laguna.spark.hub.digests]
 options:
   expected:
     description:
@@ -50,10 +51,6 @@ options:
   hash_cache:
     description: JSON file recording the digests of this node's files. Unset, nothing is recorded.
     type: path
-  full:
-    description: Ignore the record and hash every file again.
-    type: bool
-    default: false
   repair:
     description: Remove files that fail verification (and, with O(extras=remove), extra files).
     type: bool

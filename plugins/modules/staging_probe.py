@@ -16,7 +16,7 @@ description:
     it publishes there (as M(laguna.spark.hf_repo_manifest) asks, from this
     node, with E(HF_ENDPOINT) and E(HF_TOKEN)), verifies the copy against them
     (as M(laguna.spark.model_verify) does, through the digest record
-    O(hash_cache): a file is not hashed again only when its size, mtime,
+    O(hash_cache) - a file is not hashed again only when its size, mtime,
     ctime, inode and device are those it had when hashed), looks for an
     C(hf download) an interrupted run left writing it, for partial or stray
     files in its C(.cache), whether the record lists the Hub's files as the
@@ -33,14 +33,15 @@ description:
   - Returns one line per difference (RV(differences)) and, per checkpoint,
     whether the role's download, mirror or repair tasks have anything to do
     on it (C(act)), so that they run on exactly that.
-  - Changes nothing on the node but the digest record: the digests it
-    computed are kept there (not in check mode), as M(laguna.spark.model_verify)
+  - Changes nothing on the node but the digest record, where the digests it
+    computed are kept (not in check mode), as M(laguna.spark.model_verify)
     keeps them.
 attributes:
   check_mode:
     support: full
     description: The same reads in check mode; the digests computed are not recorded.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.hub,
+                                 laguna.spark.hub.digests]
 options:
   artifacts:
     description:
@@ -84,27 +85,13 @@ options:
     type: str
     default: "*.safetensors"
   hash_cache:
-    description: The node's digest record (M(laguna.spark.model_verify)'s O(laguna.spark.model_verify#module:hash_cache)).
+    description: The node's digest record, the one M(laguna.spark.model_verify) keeps.
     type: path
     required: true
-  full:
-    description: Ignore the record and hash every file again.
-    type: bool
-    default: false
   reserve_bytes:
     description: Bytes to leave free after what is to fetch arrives (each checkpoint's C(verify.space_problem)).
     type: int
     default: 0
-  endpoint:
-    description: The Hub. Defaults to E(HF_ENDPOINT), else U(https://huggingface.co).
-    type: str
-  token:
-    description: Access token. Defaults to E(HF_TOKEN).
-    type: str
-  timeout:
-    description: Seconds per request to the Hub.
-    type: int
-    default: 30
 author:
   - laguna-spark developers (!UNKNOWN)
 """
