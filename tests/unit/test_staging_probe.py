@@ -12,18 +12,18 @@ FILES = {"model-00001-of-00002.safetensors": b"a" * 100, "model-00002-of-00002.s
          "config.json": b'{"x": 1}\n'}
 
 
-def tree(path, files=FILES):
+def tree(path, files=None):
     os.makedirs(path, exist_ok=True)
-    for rel, data in files.items():
+    for rel, data in (files or FILES).items():
         with open(os.path.join(path, rel), "wb") as handle:
             handle.write(data)
     return path
 
 
-def published(files=FILES):
+def published(files=None):
     """What the Hub publishes: LFS files by sha256, the others by git blob id."""
     found = {}
-    for rel, data in files.items():
+    for rel, data in (files or FILES).items():
         sha, oid = hashcache.digest_bytes(data)
         found[rel] = {"size": len(data), "sha256": sha if rel.endswith(".safetensors") else None, "git_oid": oid}
     return found
