@@ -416,3 +416,77 @@ def space_problem(path, sizes, free, reserve=0):
                 len(sizes), path, need / 1e9,
                 " plus a reserve of %.2f GB" % (reserve / 1e9) if reserve else "",
                 free / 1e9, (need + reserve - free) / 1e9))
+
+
+# --- The checks as the modules (and the staging role's probe) return them ------
+
+
+def hashed_summary(cache):
+    """One line saying what ``cache`` (a HashCache) hashed in this run and why, or that nothing was."""
+    if not cache.hashed:
+        return "hashed nothing: %d file(s) unchanged since their recorded digest" % cache.reused
+    total = sum(h["bytes"] for h in cache.hashed)
+    reasons = {}
+    for item in cache.hashed:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
+    return "hashed %d file(s), %.2f GB (%s); %d unchanged file(s) taken from the record" % (
+        len(cache.hashed), total / 1e9, "; ".join("%d %s" % (n, r) for r, n in sorted(reasons.items())), cache.reused)
+
+
+def normalized_expected(expected):
+    """``expected`` (relative path -> {size, sha256 or git_oid}) with normalized
+    paths; raises ValueError naming the first entry without a size."""
+    found = {}
+    for rel, want in (expected or {}).items():
+        if not isinstance(want, dict) or "size" not in want:
+            raise ValueError("expected[%s] must be a dict with size and sha256 or git_oid" % rel)
+        found[os.path.normpath(str(rel))] = want
+    return found
+
+
+def extras_warning(path, extra):
+    """The warning naming files outside the checkpoint's file list ('' when none)."""
+    if not extra:
+        return ""
+    return ("%s: %d file(s) that the checkpoint's file list does not name, left alone (neither compared "
+            "nor mirrored): %s" % (path, len(extra), ", ".join(extra[:10])))
+
+
+def verify_checkpoint(path, expected, cache, shard_pattern="*.safetensors", expected_shards=None, extras="report",
+                      repair=False, clean_partials=False, check_mode=False, reserve_bytes=0, record_list=False):
+    """model_verify's result (all but ``stopped``, ``changed`` and ``now``):
+    verify() of ``path`` against ``expected`` (normalized_expected()) through
+    ``cache``, what is to fetch, and whether it fits. With ``record_list``
+    (and not ``check_mode``) the cache prunes the tree's vanished files and
+    records ``expected``'s names as the tree's file list; saving the cache is
+    the caller's. Raises OSError when the tree cannot be read."""
+    complete, problems, out = verify(path, expected, cache, shard_pattern, expected_shards, extras=extras,
+                                     repair=repair, clean_partials=clean_partials, check_mode=check_mode)
+    if record_list:
+        cache.prune(path)
+        if out["exists"] and not check_mode:
+            cache.record_list(path, expected)
+    refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
+    sizes = [int(expected[rel]["size"]) for rel in refetch if rel in expected]
+    free, _measured = free_space(path)
+    return dict(
+        out, shadowing_problem=shadowing_problem(out["shadowing"], path),
+        refetch_bytes=sum(sizes), free_bytes=free, space_problem=space_problem(path, sizes, free, reserve_bytes),
+        complete=complete, problems=problems, refetch=refetch,
+        expected_bytes=sum(int(w["size"]) for w in expected.values()),
+        hashed=list(cache.hashed), hashed_summary=hashed_summary(cache))
+
+
+def stage_info(path, shard_pattern="*.safetensors", expected_shards=None, exclude=(".cache",), reference=None,
+               names=None):
+    """model_stage_info's result: scan() of ``path`` (the files ``names``, the
+    tree's recorded file list, names, when given) and its verdict()."""
+    scanned = scan(path, shard_pattern, tuple(exclude), names)
+    if reference is not None:
+        reference = {str(k): int(v) for k, v in reference.items()}
+    complete, problems = verdict(scanned, expected_shards, reference, shard_pattern)
+    return dict(
+        complete=complete, problems=problems, shard_count=len(scanned["shards"]), shards=scanned["shards"],
+        incomplete=scanned["incomplete"], manifest=scanned["manifest"], total_bytes=scanned["total_bytes"],
+        exists=scanned["exists"], named=scanned["named"], extra=scanned["extra"], missing=scanned["missing"],
+        shadowing=shadowing(scanned["extra"], shard_pattern))

@@ -25,7 +25,7 @@ attributes:
     support: full
     platforms: posix
     description: Any POSIX system that can reach the Hub.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.hub]
 options:
   repo:
     description: Repo id, as C(owner/name).
@@ -35,16 +35,6 @@ options:
     description: Branch, tag or commit.
     type: str
     default: main
-  endpoint:
-    description: The Hub. Defaults to E(HF_ENDPOINT), else U(https://huggingface.co).
-    type: str
-  token:
-    description: Access token. Defaults to E(HF_TOKEN).
-    type: str
-  timeout:
-    description: Seconds per request.
-    type: int
-    default: 30
 author:
   - laguna-spark developers (!UNKNOWN)
 """

@@ -127,19 +127,9 @@ def main():
     ))
     params = module.params
     names = hashcache.HashCache.load(params["hash_cache"]).list_of(params["path"]) if params["hash_cache"] else None
-    scanned = model_stage.scan(params["path"], params["shard_pattern"], tuple(params["exclude"]), names)
-    reference = None
-    if params["reference"] is not None:
-        reference = {str(k): int(v) for k, v in params["reference"].items()}
-    complete, problems = model_stage.verdict(scanned, params["expected_shards"], reference, params["shard_pattern"])
-    module.exit_json(
-        changed=False, complete=complete, problems=problems,
-        shard_count=len(scanned["shards"]), shards=scanned["shards"],
-        incomplete=scanned["incomplete"], manifest=scanned["manifest"],
-        total_bytes=scanned["total_bytes"], exists=scanned["exists"], named=scanned["named"],
-        extra=scanned["extra"], missing=scanned["missing"],
-        shadowing=model_stage.shadowing(scanned["extra"], params["shard_pattern"]),
-    )
+    module.exit_json(changed=False, **model_stage.stage_info(
+        params["path"], params["shard_pattern"], params["expected_shards"], tuple(params["exclude"]),
+        params["reference"], names))
 
 
 if __name__ == "__main__":

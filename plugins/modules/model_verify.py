@@ -36,7 +36,8 @@ attributes:
   check_mode:
     support: full
     description: Reports what it would remove; removes and stops nothing.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.checkpoint]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.dgx_spark, laguna.spark.checkpoint,
+                                 laguna.spark.hub.digests]
 options:
   expected:
     description:
@@ -50,10 +51,6 @@ options:
   hash_cache:
     description: JSON file recording the digests of this node's files. Unset, nothing is recorded.
     type: path
-  full:
-    description: Ignore the record and hash every file again.
-    type: bool
-    default: false
   repair:
     description: Remove files that fail verification (and, with O(extras=remove), extra files).
     type: bool
@@ -225,22 +222,10 @@ now:
   type: float
 """
 
-import os
 import time
 
 from ansible_collections.laguna.spark.plugins.module_utils import hashcache, model_stage, procs
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
-
-
-def summary(cache):
-    if not cache.hashed:
-        return "hashed nothing: %d file(s) unchanged since their recorded digest" % cache.reused
-    total = sum(h["bytes"] for h in cache.hashed)
-    reasons = {}
-    for item in cache.hashed:
-        reasons[item["reason"]] = reasons.get(item["reason"], 0) + 1
-    return "hashed %d file(s), %.2f GB (%s); %d unchanged file(s) taken from the record" % (
-        len(cache.hashed), total / 1e9, "; ".join("%d %s" % (n, r) for r, n in sorted(reasons.items())), cache.reused)
 
 
 def main():
@@ -262,38 +247,24 @@ def main():
         stopped = model_stage.download_processes(p["path"])
         if stopped and not module.check_mode:
             procs.terminate(stopped, 5.0)
-    expected = {}
-    for rel, want in p["expected"].items():
-        if not isinstance(want, dict) or "size" not in want:
-            module.fail_json(msg="expected[%s] must be a dict with size and sha256 or git_oid" % rel)
-        expected[os.path.normpath(str(rel))] = want
+    try:
+        expected = model_stage.normalized_expected(p["expected"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     cache = hashcache.HashCache.load(p["hash_cache"], ignore=p["full"])
     try:
-        complete, problems, out = model_stage.verify(
+        result = model_stage.verify_checkpoint(
             p["path"], expected, cache, p["shard_pattern"], p["expected_shards"], extras=p["extras"],
-            repair=p["repair"], clean_partials=p["clean_partials"], check_mode=module.check_mode)
+            repair=p["repair"], clean_partials=p["clean_partials"], check_mode=module.check_mode,
+            reserve_bytes=p["reserve_bytes"], record_list=bool(p["hash_cache"]))
     except OSError as exc:
         module.fail_json(msg="cannot verify %s: %s" % (p["path"], exc))
-    if p["hash_cache"]:
-        cache.prune(p["path"])
-        if out["exists"] and not module.check_mode:
-            cache.record_list(p["path"], expected)
-        if cache.dirty and not module.check_mode:
-            cache.save(p["hash_cache"], module)
-    refetch = sorted(set(out["missing"]) | {b["path"] for b in out["bad"]})
-    sizes = [int(expected[rel]["size"]) for rel in refetch if rel in expected]
-    free, _measured = model_stage.free_space(p["path"])
-    if p["extras"] == "warn" and out["extra"]:
-        module.warn("%s: %d file(s) that the checkpoint's file list does not name, left alone (neither compared "
-                    "nor mirrored): %s" % (p["path"], len(out["extra"]), ", ".join(out["extra"][:10])))
-    module.exit_json(
-        shadowing_problem=model_stage.shadowing_problem(out["shadowing"], p["path"]),
-        refetch_bytes=sum(sizes), free_bytes=free,
-        space_problem=model_stage.space_problem(p["path"], sizes, free, p["reserve_bytes"]),
-        changed=bool(out["removed"] or (stopped and not module.check_mode)),
-        complete=complete, problems=problems, refetch=refetch,
-        expected_bytes=sum(int(w["size"]) for w in expected.values()),
-        hashed=cache.hashed, hashed_summary=summary(cache), stopped=stopped, now=time.time(), **out)
+    if p["hash_cache"] and cache.dirty and not module.check_mode:
+        cache.save(p["hash_cache"], module)
+    if p["extras"] == "warn" and result["extra"]:
+        module.warn(model_stage.extras_warning(p["path"], result["extra"]))
+    module.exit_json(changed=bool(result["removed"] or (stopped and not module.check_mode)),
+                     stopped=stopped, now=time.time(), **result)
 
 
 if __name__ == "__main__":

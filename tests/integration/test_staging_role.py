@@ -10,7 +10,7 @@ import threading
 import time
 
 import pytest
-from helpers import interrupt
+from helpers import interrupt, role_events
 
 from staging_env import (DRAFT, SHARD_BYTES, TARGET, HubDouble, kill_when, leftovers, pids, run_play, sha256,
                          staging_vars)
@@ -59,6 +59,8 @@ def test_downloads_once_verifies_by_sha256_and_never_again(runner, hub, hf_bin, 
     assert second.stats["changed"].get("localhost", 0) == 0
     assert "hashed nothing: 28 file(s) unchanged" in second.flat
     assert len([r for r in hub.requests() if r["method"] == "GET" and "/resolve/" in r["path"]]) == len(gets)
+    # On checkpoints as wanted, the probe is the one task of the role that reaches the node.
+    assert role_events.node_tasks(list(second.events), "staging") == ["laguna.spark.staging_probe"], second.text
 
 
 def test_head_corruption_is_found_and_downloaded_again(runner, hub, hf_bin, tmp_path):
@@ -317,6 +319,18 @@ def test_mirrors_in_parallel_by_checksum_then_never_again(runner, hub, hf_bin, s
     assert "worker: target: hashed nothing" in second.flat and "mirrored 0." not in second.flat
     assert "localhost: draft: hashed nothing" in second.flat and "worker: draft: hashed nothing" in second.flat
     assert len(hub.downloads("config.json")) == 2  # once per repo, never again
+    # One read per node: the head's probe (which asks the Hub), the worker's probe.
+    events = list(second.events)
+    for host in ("localhost", "worker"):
+        assert role_events.node_tasks(events, "staging", host) == ["laguna.spark.staging_probe"], (host, second.text)
+
+    # The worker alone (--limit): the head's read is made for it, delegated, once; nothing else reaches a node.
+    alone = run(cmdline="--limit worker")
+    assert alone.rc == 0, alone.text
+    assert alone.stats["changed"].get("worker", 0) == 0
+    assert "worker: target: hashed nothing" in alone.flat and "worker: draft: hashed nothing" in alone.flat
+    assert role_events.node_tasks(list(alone.events), "staging", "worker") == ["laguna.spark.staging_probe"] * 2, \
+        alone.text
 
 
 def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bin, sshd, tmp_path):
@@ -342,7 +356,7 @@ def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bi
     assert "1 file(s) that the checkpoint's file list does not name, left alone (neither compared nor mirrored): " \
            "notes.txt" in again.flat
     assert "target: 24 shard(s), 0.03 GB; 1 file(s) outside its file list, left alone: notes.txt" in again.flat
-    assert "differs from" not in again.flat
+    assert "differs from" not in again.flat, again.flat[again.flat.index("differs from") - 3000:][:4000]
     assert shard_sums(head) == head_before  # the head was never written to
     assert "2 stream(s)" in again.flat and "sent %s, %s" % (SHARD5, SHARD9) in again.flat
     removed = re.search(r"worker: target: .*?; removed ([^\"]*)", again.flat).group(1)
