@@ -175,4 +175,3 @@ def wait_alive_hosts(dashboard_url, token, count, within, timeout=5, opener=open
         if hosts is not None and (len(hosts) >= count or clock() >= deadline):
             return hosts
         sleep(1)
-

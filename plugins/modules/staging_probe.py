@@ -186,7 +186,7 @@ def main():
         if not art.get("name") or not path or (p["is_head"] and not art.get("repo")):
             module.fail_json(msg="each artifact needs a name and a path%s: %r" % (
                 " and a repo" if p["is_head"] else "", art))
-        path = os.path.expandvars(os.path.expanduser(str(path)))
+        path = str(path)
         shards = art.get("expected_shards")
         artifacts.append(dict(
             art, path=path, expected_shards=None if shards in (None, "", "None") else int(shards),
