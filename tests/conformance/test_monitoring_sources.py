@@ -10,11 +10,11 @@
 * Ray exports metrics only with ray[default]'s dependencies: `ray start` runs
   each node's dashboard agent with --minimal when
   get_dashboard_dependency_error() (an import of ray.dashboard.optional_deps,
-  what monitoring_node_info imports) fails, and a minimal agent persists -1
+  what monitoring_probe imports) fails, and a minimal agent persists -1
   as its metrics export port and loads no reporter module, which is what
   serves the port (namespace "ray", every address). The conformance venv
   holds vLLM and Ray without that extra: its Ray cannot export, and
-  monitoring_node_info says so with Ray's own error.
+  monitoring_probe (monitoring_node_info and the role's probe) says so with Ray's own error.
 * Why static targets and not Ray's service discovery file: Ray writes
   prom_metrics_service_discovery.json only from the dashboard's head process
   (ReportHead), in the session directory under /tmp/ray, and lists only
@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 from ansible_collections.laguna.spark.plugins.module_utils import monitoring as mon
-from ansible_collections.laguna.spark.plugins.modules import monitoring_node_info
+from ansible_collections.laguna.spark.plugins.module_utils import monitoring_probe
 from helpers import monitoring as helper
 
 
@@ -101,7 +101,7 @@ def test_ray_runs_a_minimal_agent_without_the_default_extra(ray_src):
                      r"\s*dashboard_agent_command\.append\(\"--minimal\"\)", start_raylet), start_raylet
     utils = _read(ray_src, "_private", "utils.py")
     check = _function(utils, "get_dashboard_dependency_error")
-    assert monitoring_node_info.RAY_DEPS_CHECK in check, check
+    assert monitoring_probe.RAY_DEPS_CHECK in check, check
     agent = _read(ray_src, "dashboard", "agent.py")
     init = _function(agent, "__init__")
     minimal = init[init.index("if not self.minimal:"):]
@@ -144,7 +144,7 @@ def test_the_conformance_venvs_ray_cannot_export_and_the_module_says_why(vllm_py
                               env=dict(os.environ, **(environ_update or {})))
         return proc.returncode, proc.stdout, proc.stderr
 
-    error = monitoring_node_info.ray_agent_error(run_command, vllm_python)
+    error = monitoring_probe.ray_agent_error(run_command, vllm_python)
     assert error.startswith("ModuleNotFoundError: No module named"), error
 
 
