@@ -137,7 +137,12 @@ def _alive(pid):
 
 
 def listeners(port, proc="/proc"):
-    """[{pid, cmdline, unit, address}] of processes listening on TCP port."""
+    """[{pid, cmdline, unit, address, uid}] of processes listening on TCP port.
+
+    A listening socket whose process this user cannot read (another user's,
+    read without root: /proc/<pid>/fd is its owner's) is listed too, with
+    ``pid`` None, its owner's ``uid`` (from /proc/net/tcp) and ``hidden``
+    True: a port held is never reported free for want of permission."""
     inodes = {}
     for table in ("tcp", "tcp6"):
         text = read_text(os.path.join(proc, "net", table)) or ""
@@ -147,10 +152,11 @@ def listeners(port, proc="/proc"):
                 continue
             address, _sep, hexport = fields[1].rpartition(":")
             if int(hexport, 16) == port:
-                inodes[fields[9]] = address
+                inodes[fields[9]] = (address, int(fields[7]))
     found = []
     if not inodes:
         return found
+    seen = set()
     for pid in pids(proc):
         fd_dir = os.path.join(proc, str(pid), "fd")
         try:
@@ -163,10 +169,22 @@ def listeners(port, proc="/proc"):
             except OSError:
                 continue
             if target.startswith("socket:[") and target[8:-1] in inodes:
+                seen.add(target[8:-1])
                 found.append({"pid": pid, "cmdline": cmdline(pid, proc), "unit": unit_of(pid, proc),
-                              "address": inodes[target[8:-1]]})
+                              "address": inodes[target[8:-1]][0], "uid": owner_uid(pid, proc)})
                 break
+    for inode, (address, uid) in sorted(inodes.items()):
+        if inode not in seen:
+            found.append({"pid": None, "cmdline": "", "unit": "", "address": address, "uid": uid, "hidden": True})
     return found
+
+
+def describe_listener(found):
+    """One listener in a sentence: its pid, command line and unit, or, when
+    this user cannot read its process, its owner's uid."""
+    if found.get("hidden"):
+        return "a process of uid %d that uid %d cannot read (run as root to name it)" % (found["uid"], os.getuid())
+    return "pid %d (%s, unit %s)" % (found["pid"], found["cmdline"][:120], found["unit"] or "none")
 
 
 def port_holders(port, unit, proc="/proc"):
@@ -176,6 +194,5 @@ def port_holders(port, unit, proc="/proc"):
     found = listeners(port, proc)
     foreign = strays(found, unit) if unit else []
     text = ("Port %d is held by %s, not by %s: stop it, or set laguna_api_port to a free port."
-            % (port, "; ".join("pid %d (%s, unit %s)" % (f["pid"], f["cmdline"][:120], f["unit"] or "none")
-                               for f in foreign), unit)) if foreign else ""
+            % (port, "; ".join(describe_listener(f) for f in foreign), unit)) if foreign else ""
     return dict(listeners=found, foreign=foreign, message=text)

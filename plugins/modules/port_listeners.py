@@ -12,7 +12,9 @@ short_description: Which processes listen on a TCP port, and which systemd unit 
 version_added: "0.2.0"
 description:
   - Reads C(/proc/net/tcp), C(/proc/net/tcp6) and each process's open file
-    descriptors (run it as root to see every user's processes).
+    descriptors (run it as root to see every user's processes; a listener
+    whose process this user cannot read is still listed, by its owner's uid,
+    with no pid, and counts as foreign).
   - With O(allowed_unit), fails when anything else listens on the port, with
     the process named, so a port held by another program is found before
     vLLM fails to bind it after minutes of loading.
@@ -48,11 +50,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 listeners:
-  description: Processes listening on TCP port O(port), IPv4 or IPv6.
+  description:
+    - Processes listening on TCP port O(port), IPv4 or IPv6, with their owner's C(uid).
+    - A listening socket whose process this user cannot read has C(pid) null, C(hidden) true and C(uid) its owner's.
   returned: always
   type: list
   elements: dict
-  sample: [{"pid": 812, "cmdline": "python3 -m http.server 8000", "unit": "session-4.scope", "address": "00000000"}]
+  sample: [{"pid": 812, "cmdline": "python3 -m http.server 8000", "unit": "session-4.scope", "address": "00000000",
+            "uid": 0}]
 foreign:
   description: The listeners that O(allowed_unit) does not own.
   returned: always

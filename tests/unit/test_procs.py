@@ -1,5 +1,6 @@
 """procs: real child processes and sockets on this machine, a fake /proc for cgroups."""
 
+import json
 import os
 import signal
 import socket
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from helpers.procfs import fake_proc
 from ansible_collections.laguna.spark.plugins.module_utils import procs
 
@@ -100,6 +102,53 @@ def test_listeners_names_the_process_holding_a_port():
     finally:
         sock.close()
     assert procs.listeners(port) == []
+
+
+def test_a_listener_this_user_cannot_read_is_reported_by_its_uid(tmp_path):
+    """A socket in /proc/net/tcp whose process is not readable (another
+    user's, read without root) is still a holder: never a free port."""
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text(
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1\n")
+    found = procs.listeners(8000, proc=str(tmp_path))
+    assert found == [{"pid": None, "cmdline": "", "unit": "", "address": "00000000", "uid": 0, "hidden": True}]
+    held = procs.port_holders(8000, "laguna-vllm.service", proc=str(tmp_path))
+    assert held["foreign"] == found
+    assert held["message"].startswith("Port 8000 is held by a process of uid 0 that uid %d cannot read" % os.getuid())
+    assert procs.port_holders(8001, "laguna-vllm.service", proc=str(tmp_path))["foreign"] == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to drop to another user")
+def test_a_root_listener_read_as_another_user_is_still_foreign():
+    """For real: root holds the port, a child of another uid reads /proc."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    port = sock.getsockname()[1]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(read)
+        sock.close()  # the parent alone holds the port
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            held = procs.port_holders(port, "laguna-vllm.service")
+            os.write(write, json.dumps(held).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        with os.fdopen(read) as handle:
+            held = json.loads(handle.read() or "{}")
+        os.waitpid(child, 0)
+        # root reads the same socket's process, and names it
+        assert [f["pid"] for f in procs.port_holders(port, "laguna-vllm.service")["foreign"]] == [os.getpid()]
+    finally:
+        sock.close()
+    assert [(f["pid"], f["uid"], f.get("hidden")) for f in held["foreign"]] == [(None, 0, True)], held
+    assert "a process of uid 0 that uid 65534 cannot read" in held["message"], held
 
 
 def test_terminate_ends_a_stopped_process_with_sigterm():
