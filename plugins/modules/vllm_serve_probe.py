@@ -25,7 +25,7 @@ description:
     private environment file that differ, processes a signal stopped.
   - O(port) lists the listeners of the API port as M(laguna.spark.port_listeners)
     does (run as the service user, another user's listener is listed by its
-    uid, with no pid, and counts as foreign: the role then reads the port again
+    uid, with no pid, and counts as foreign; the role then reads the port again
     as root to name it); O(draft) inspects the DFlash draft as M(laguna.spark.dflash_draft_info)
     does; O(ray) runs C(ray status) once as M(laguna.spark.ray_status) does (no wait).
   - O(api) sends the hang check of M(laguna.spark.vllm_health) (C(/health),

@@ -335,7 +335,8 @@ def test_mirrors_in_parallel_by_checksum_then_never_again(runner, hub, hf_bin, s
 
 def test_damage_is_repaired_from_a_good_copy_and_never_spread(runner, hub, hf_bin, sshd, tmp_path):
     run, head, worker = two_nodes(runner, tmp_path, sshd, hub, hf_bin)
-    assert run().rc == 0
+    first = run()
+    assert first.rc == 0, first.text
     shard = worker / SHARD5
     stat = shard.stat()
     with open(shard, "r+b") as handle:
