@@ -205,7 +205,8 @@ def test_a_peer_whose_host_key_changed_is_refused_until_accepted():
 def test_a_port_held_by_another_program_or_a_gpu_held_by_another_ray_job_is_refused_before_vllm_starts():
     """Two refusals with vLLM stopped, judged one after the other, and one start after both."""
     podman(HEAD, "systemctl", "--user", "stop", "laguna-vllm.service", user=USER)
-    # The API port held by another program: the run fails fast, naming it.
+    # The API port held by another program, root's (the role's probe reads as the service user, who
+    # cannot read root's processes: the listener must still count): the run fails fast, naming it.
     podman(HEAD, "bash", "-c", "nohup python3 -m http.server 8000 >/dev/null 2>&1 &")
     try:
         time.sleep(1)
