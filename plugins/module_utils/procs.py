@@ -168,10 +168,11 @@ def listeners(port, proc="/proc"):
                 target = os.readlink(os.path.join(fd_dir, fd))
             except OSError:
                 continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                seen.add(target[8:-1])
+            inode = target[8:-1] if target.startswith("socket:[") else None
+            if inode in inodes:
+                seen.add(inode)
                 found.append({"pid": pid, "cmdline": cmdline(pid, proc), "unit": unit_of(pid, proc),
-                              "address": inodes[target[8:-1]][0], "uid": owner_uid(pid, proc)})
+                              "address": inodes[inode][0], "uid": owner_uid(pid, proc)})
                 break
     for inode, (address, uid) in sorted(inodes.items()):
         if inode not in seen:
