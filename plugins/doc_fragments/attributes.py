@@ -40,6 +40,19 @@ attributes:
     description: Linux (DGX Spark, Ubuntu 24.04).
 """
 
+    # Modules that are action plugins run on the controller alone.
+    CONTROLLER = r"""
+options: {}
+attributes:
+  action:
+    support: full
+    description: Runs on the controller; nothing is sent to the node.
+  platform:
+    support: full
+    platforms: all
+    description: Any host; it runs on the controller.
+"""
+
     # Modules that only read the host they run on.
     READ_ONLY = r"""
 options: {}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 import os
 
-from ansible_collections.laguna.spark.plugins.module_utils.files import read_sysfs
+from ansible_collections.laguna.spark.plugins.module_utils.files import list_dir, read_sysfs
 
 ROCE_V2 = "RoCE v2"
 
@@ -131,3 +131,25 @@ def start_env_script(sysfs_root, hca, port, address, gid_type=ROCE_V2, variable=
         "exit 1",
         "",
     ])
+
+
+def resolve(sysfs_root, hca, port, address, gid_type=ROCE_V2):
+    """This node's ``gid_type`` GID index for ``address`` on ``hca``/``port``
+    (the lowest, find_gid's rule): ({gid_index, gid, ndev, gids,
+    start_env_script}, None), or ({gids}, the sentence saying what is wrong)
+    when there is no GID table, the address is not IPv4 or no GID maps it.
+    The modules roce_gid and fabric_probe (resolve_gid_type) report it."""
+    try:
+        entries = scan_gids(sysfs_root, hca, port)
+    except FileNotFoundError as exc:
+        return {"gids": []}, ("No GID table at %s: is HCA %r / port %d right? Devices present: %s"
+                              % (exc, hca, port, ", ".join(list_dir(sysfs_root)) or "none"))
+    try:
+        match = find_gid(entries, address, gid_type)
+    except ValueError:
+        return {"gids": entries}, "address %r is not an IPv4 address" % address
+    if match is None:
+        return {"gids": entries}, ("No %s GID on %s port %d maps %s. GIDs seen: %s"
+                                   % (gid_type, hca, port, address, describe(entries)))
+    return {"gid_index": match["index"], "gid": match["gid"], "ndev": match["ndev"], "gids": entries,
+            "start_env_script": start_env_script(sysfs_root, hca, port, address, gid_type)}, None

@@ -176,3 +176,42 @@ def vllm_patch(result):
     ok = result.get("patch_state") == "already_patched"
     return {"ok": ok, "path": result.get("path", ""),
             "problems": [] if ok else [result.get("msg", NOT_PATCHED)]}
+
+
+# The options of laguna.spark.status_report (documented in its module), which
+# both the module and its action plugin (the controller, no node call) check
+# the task's arguments against before build() judges them.
+ARGUMENT_SPEC = dict(
+    kind=dict(type="str", required=True, choices=["staging", "ray_cluster", "vllm_serve"]),
+    scans=dict(type="list", elements="dict", default=[]),
+    head_scans=dict(type="list", elements="dict", default=[]),
+    is_head=dict(type="bool", default=True),
+    head_host=dict(type="str", default=""),
+    nodes=dict(type="list", elements="dict", default=[]),
+    ray_status=dict(type="dict", default={}),
+    expected_nodes=dict(type="int", default=1),
+    expected_gpus=dict(type="float", default=1),
+    address=dict(type="str", default=""),
+    gid_index=dict(type="raw"),
+    unit=dict(type="str", default=""),
+    unit_state=dict(type="str", default=""),
+    served_model_name=dict(type="str", default=""),
+    models=dict(type="dict", default={}),
+    speculative=dict(type="bool", default=False),
+    spec=dict(type="dict", default={}),
+    unit_loaded=dict(type="bool", default=True),
+    persistent=dict(type="bool", default=False),
+)
+
+
+def build(params):
+    """The report of ``params['kind']`` from status_report's checked arguments."""
+    kind = params["kind"]
+    if kind == "staging":
+        return staging(params["scans"], params["head_scans"], params["is_head"], params["head_host"])
+    if kind == "ray_cluster":
+        return ray_cluster(params["nodes"], params["ray_status"], params["expected_nodes"], params["expected_gpus"],
+                           params["address"], params["gid_index"], params["persistent"])
+    return vllm_serve(params["unit"], params["unit_state"], params["address"], params["served_model_name"],
+                      params["models"], params["speculative"], params["spec"], params["unit_loaded"],
+                      params["persistent"], params["head_host"])

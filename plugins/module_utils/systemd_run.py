@@ -269,6 +269,7 @@ class Service(object):
         """The keyed digest of the secret environment (None without one);
         the file to write goes to self.secret_text when it differs."""
         wanted = {str(k): str(v) for k, v in self.params["secret_environment"].items()}
+        wanted.update(self.secret_files())
         if not wanted:
             return None
         check_secret_environment(wanted)
@@ -280,11 +281,29 @@ class Service(object):
             self.secret_text = text
         return secret_digest(wanted, salt)
 
+    def secret_files(self):
+        """{name: value} of secret_environment_files: each value is the
+        content of a file on this node (a token another role keeps there), so
+        it never passes through the controller. A missing or empty file fails,
+        except in check mode, where a stand-in predicts the start."""
+        found = {}
+        for key, path in sorted((self.params.get("secret_environment_files") or {}).items()):
+            value = (files.read_text(os.path.expanduser(str(path))) or "").strip()
+            if not value and self.module.check_mode:
+                value = "missing-in-check-mode"
+            elif not value:
+                self.module.fail_json(msg="%s of %s comes from %s, which is missing or empty on this node: run the "
+                                          "role that writes it first (for the Ray token: --tags ray_cluster)"
+                                      % (key, self.unit, path), **self.result)
+            found[str(key)] = value
+        return found
+
     def write_secrets(self):
         """Write the secret file (0600, its directory 0700), or remove one no longer wanted."""
         if self.secret_text is not None:
             files.write_atomic(self.module, self.secret_path, self.secret_text, mode=0o600, dir_mode=0o700)
-        elif not self.params["secret_environment"] and os.path.exists(self.secret_path):
+        elif (not self.params["secret_environment"] and not self.params.get("secret_environment_files")
+              and os.path.exists(self.secret_path)):
             os.remove(self.secret_path)
 
     def settle(self, argv=None):

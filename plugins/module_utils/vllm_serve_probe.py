@@ -15,7 +15,8 @@ environment and properties in its Description, the unit file and private
 environment file of the service, ActiveState, SubState, UnitFileState, the
 processes a signal stopped) and the action a run would take; the listeners
 of the API port (procs.port_holders); `ray status` (ray_status.read);
-the DFlash draft (dflash_draft.report); and the API: /health with the
+the DFlash draft (dflash_draft.report); the staged checkpoints
+(model_stage.stage_info, as model_stage_info scans them); and the API: /health with the
 recipe's smoke test within the hang check's timeout (vllm_health.check),
 /v1/models (vllm_health.models) and the spec-decode counters.
 
@@ -25,8 +26,11 @@ reads, called from the same module_utils function.
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.laguna.spark.plugins.module_utils import (
-    dflash_draft, gpu_procs, procs, prometheus, ray_status, systemd_run, systemd_user, vllm_client, vllm_health)
+    dflash_draft, gpu_procs, hashcache, model_stage, procs, prometheus, ray_status, systemd_run, systemd_user,
+    vllm_client, vllm_health)
 
 # The raylet unit's properties read on every node: InvocationID for vLLM's
 # environment, the states whatever else is read.
@@ -36,7 +40,8 @@ RAYLET_PROPERTIES = tuple(dict.fromkeys(
 UNIT_DEFAULTS = dict(state="started", environment={}, properties={}, description="laguna-spark service",
                      working_directory=None, settle=3, runtime_dir=None, persistent=False, after=[],
                      restart_sec=10, restart="always", start_limit_interval=600, start_limit_burst=20,
-                     start_env_script=None, start_env_keys=[], unit_dir=None, secret_environment={})
+                     start_env_script=None, start_env_keys=[], unit_dir=None, secret_environment={},
+                     secret_environment_files={})
 # /v1/models and /metrics: the verification's bound (vllm_models_info's default).
 MODELS_TIMEOUT = 10
 
@@ -185,6 +190,21 @@ def api_differences(found, options):
     return lines
 
 
+def read_checkpoints(options):
+    """model_stage_info's result for each of the staging role's artifacts (its
+    scan against the digest record's file list), with ``item``: the shape of
+    the staging role's loop of it (roles/staging/tasks/status.yml)."""
+    record = hashcache.HashCache.load(options["hash_cache"]) if options["hash_cache"] else None
+    found = []
+    for item in options["artifacts"]:
+        path = os.path.expanduser(os.path.expandvars(str(item["path"])))  # as a module's type=path
+        expected = item.get("expected_shards")
+        scanned = model_stage.stage_info(path, options["shard_pattern"], int(expected) if expected else None,
+                                         names=record.list_of(path) if record else None)
+        found.append(dict(scanned, item=dict(item)))
+    return found
+
+
 def probe(module, params, node):
     """Every read the options ask for, and ``differences``."""
     result, differences = {}, []
@@ -209,6 +229,9 @@ def probe(module, params, node):
         result["port"] = port = procs.port_holders(params["port"]["port"], params["port"]["allowed_unit"])
         if port["foreign"]:
             differences.append(port["message"])
+    if params["checkpoints"]:
+        # Judged on the controller (status_report kind=staging): what is staged is the staging role's to say.
+        result["checkpoints"] = read_checkpoints(params["checkpoints"])
     if params["draft"]:
         draft = params["draft"]
         result["draft"] = found = dflash_draft.report(draft["path"], draft["target_path"], draft["draft_repo"],

@@ -30,6 +30,8 @@ description:
     running vLLM with a smaller tensor-parallel size, unless O(allow_shrink).
   - Fails with one message naming each bad variable, its value and what is
     expected. Read-only.
+  - Returns the account it ran as (RV(user)). Run as the service user, the
+    task also proves that becoming that user works, and tells its uid and home.
 attributes:
   check_mode:
     support: full
@@ -172,9 +174,28 @@ planned_tensor_parallel_size:
   description: Tensor-parallel size of this run, null when O(nodes) is unset.
   returned: always
   type: int
+user:
+  description:
+    - The account the module ran as (its passwd entry), which the roles run
+      it as on purpose (the service user, C(laguna_user)); the role
+      C(laguna.spark.laguna) takes the user's uid and home from it.
+  returned: always
+  type: dict
+  contains:
+    name:
+      description: The user's name.
+      type: str
+    uid:
+      description: The user's uid.
+      type: int
+    home:
+      description: The user's home directory.
+      type: str
+  sample: {name: spark, uid: 1000, home: /home/spark}
 """
 
 import os
+import pwd
 
 from ansible_collections.laguna.spark.plugins.module_utils import config_check as cc
 from ansible_collections.laguna.spark.plugins.module_utils import systemd_run as sr
@@ -253,8 +274,10 @@ def main():
         problems += cc.check_shrink(running, planned, p["nodes"] or 0, gpus or 0,
                                     p["allow_shrink"], p["running_unit"], os.uname()[1])
 
+    account = pwd.getpwuid(os.getuid())
     result = dict(changed=False, config=config, coerced=coerced, problems=problems, unknown=unknown,
-                  running_tensor_parallel_size=running, planned_tensor_parallel_size=planned)
+                  running_tensor_parallel_size=running, planned_tensor_parallel_size=planned,
+                  user=dict(name=account.pw_name, uid=account.pw_uid, home=account.pw_dir))
     if problems:
         module.fail_json(msg="Configuration refused, nothing was changed: " + " ".join(problems), **result)
     module.exit_json(**result)

@@ -33,6 +33,14 @@ options:
       - The netplan file the role writes; compared with RV(netplan), and the twins' netdevs with it.
       - Omitted, the module only discovers, as M(laguna.spark.rdma_netdev_info).
     type: path
+  resolve_gid_type:
+    description:
+      - Also resolve this node's GID index of that type for O(address) on the
+        first twin, as M(laguna.spark.roce_gid) does (RV(roce_gid)), in the
+        same call; no GID mapping the address fails with roce_gid's sentence.
+      - The role C(laguna.spark.fabric_env) sets it, so that discovering the
+        fabric and resolving the index cost one call to the node.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -133,6 +141,12 @@ gids_deferred:
       module did not fail; the role probes again after C(netplan apply) and fails then. False otherwise.
   returned: success
   type: bool
+roce_gid:
+  description:
+    - With O(resolve_gid_type), the M(laguna.spark.roce_gid) result for the first twin - gid_index, gid,
+      ndev, gids, start_env_script.
+  returned: when O(resolve_gid_type) is set
+  type: dict
 links:
   description:
     - With O(netplan_file), each twin's netdev as read, same order as RV(netdevs) - netdev, present, mtu,
@@ -181,13 +195,13 @@ differences:
   sample: ["enP2p1s0f1np1: MTU 1500, wanted 9000"]
 """
 
-from ansible_collections.laguna.spark.plugins.module_utils import fabric_probe
+from ansible_collections.laguna.spark.plugins.module_utils import fabric_probe, roce
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
 def main():
     options = fabric_probe.discovery_options()
-    options.update(netplan_file=dict(type="path"))
+    options.update(netplan_file=dict(type="path"), resolve_gid_type=dict(type="str"))
     module = new_module(options)
     p = module.params
     try:
@@ -211,6 +225,16 @@ def main():
             result["gids_deferred"] = True
         elif failure:
             module.fail_json(msg=failure, **result)
+    if p["resolve_gid_type"]:
+        if not result["hcas"]:
+            module.fail_json(msg="No RDMA device of the cabled port to resolve a %s GID of %s on (devices seen: %s)"
+                             % (p["resolve_gid_type"], p["address"],
+                                ", ".join(d["name"] for d in result["devices"]) or "none"), **result)
+        found, failure = roce.resolve(p["sysfs_infiniband"], result["hcas"][0], p["port"], p["address"],
+                                      p["resolve_gid_type"])
+        if failure:
+            module.fail_json(msg=failure, **result)
+        result["roce_gid"] = found
     module.exit_json(changed=False, **result)
 
 

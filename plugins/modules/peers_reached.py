@@ -22,17 +22,10 @@ description:
   - Runs on the controller only (an action plugin); it reads the play's
     C(ansible_play_hosts), C(ansible_play_hosts_all) and C(hostvars).
 attributes:
-  action:
-    support: full
-    description: Runs on the controller; nothing is sent to the node.
   check_mode:
     support: full
     description: The same check in check mode.
-  platform:
-    support: full
-    platforms: all
-    description: Any host; the check runs on the controller.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.controller]
 options:
   hosts:
     description: The nodes whose facts the role reads (inventory names).

@@ -90,7 +90,7 @@ gids:
   elements: dict
 """
 
-from ansible_collections.laguna.spark.plugins.module_utils import files, roce
+from ansible_collections.laguna.spark.plugins.module_utils import roce
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
@@ -103,30 +103,11 @@ def main():
         sysfs_root=dict(type="path", default="/sys/class/infiniband"),
     ))
     params = module.params
-    try:
-        entries = roce.scan_gids(params["sysfs_root"], params["hca"], params["port"])
-    except FileNotFoundError as exc:
-        module.fail_json(
-            msg="No GID table at %s: is HCA %r / port %d right? Devices present: %s"
-            % (exc, params["hca"], params["port"],
-               ", ".join(files.list_dir(params["sysfs_root"])) or "none"),
-            gids=[],
-        )
-    try:
-        match = roce.find_gid(entries, params["address"], params["gid_type"])
-    except ValueError:
-        module.fail_json(msg="address %r is not an IPv4 address" % params["address"], gids=entries)
-    if match is None:
-        module.fail_json(
-            msg="No %s GID on %s port %d maps %s. GIDs seen: %s"
-            % (params["gid_type"], params["hca"], params["port"], params["address"],
-               roce.describe(entries)),
-            gids=entries,
-        )
-    module.exit_json(changed=False, gid_index=match["index"], gid=match["gid"],
-                     ndev=match["ndev"], gids=entries,
-                     start_env_script=roce.start_env_script(params["sysfs_root"], params["hca"], params["port"],
-                                                            params["address"], params["gid_type"]))
+    found, failure = roce.resolve(params["sysfs_root"], params["hca"], params["port"], params["address"],
+                                  params["gid_type"])
+    if failure:
+        module.fail_json(msg=failure, **found)
+    module.exit_json(changed=False, **found)
 
 
 if __name__ == "__main__":

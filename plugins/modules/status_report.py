@@ -16,16 +16,13 @@ description:
     and C(vllm_serve_report)) from what the role's status tasks read, and
     says what is wrong and how to fix it.
   - Pure computation on its inputs; it reads nothing on the host and
-    changes nothing.
+    changes nothing. It runs on the controller (an action plugin of the same
+    name), so nothing is sent to the node.
 attributes:
   check_mode:
     support: full
     description: The same report in check mode.
-  platform:
-    support: full
-    platforms: posix
-    description: Any host.
-extends_documentation_fragment: [laguna.spark.attributes.no_diff]
+extends_documentation_fragment: [laguna.spark.attributes.no_diff, laguna.spark.attributes.controller]
 options:
   kind:
     description: Which role's report to build.
@@ -165,43 +162,12 @@ from ansible_collections.laguna.spark.plugins.module_utils import status_reports
 from ansible_collections.laguna.spark.plugins.module_utils.ansible_module import new_module
 
 
-def build(params):
-    kind = params["kind"]
-    if kind == "staging":
-        return status_reports.staging(params["scans"], params["head_scans"], params["is_head"], params["head_host"])
-    if kind == "ray_cluster":
-        return status_reports.ray_cluster(params["nodes"], params["ray_status"], params["expected_nodes"],
-                                          params["expected_gpus"], params["address"], params["gid_index"],
-                                          params["persistent"])
-    return status_reports.vllm_serve(params["unit"], params["unit_state"], params["address"],
-                                     params["served_model_name"], params["models"], params["speculative"],
-                                     params["spec"], params["unit_loaded"], params["persistent"],
-                                     params["head_host"])
-
-
 def main():
-    module = new_module(dict(
-        kind=dict(type="str", required=True, choices=["staging", "ray_cluster", "vllm_serve"]),
-        scans=dict(type="list", elements="dict", default=[]),
-        head_scans=dict(type="list", elements="dict", default=[]),
-        is_head=dict(type="bool", default=True),
-        head_host=dict(type="str", default=""),
-        nodes=dict(type="list", elements="dict", default=[]),
-        ray_status=dict(type="dict", default={}),
-        expected_nodes=dict(type="int", default=1),
-        expected_gpus=dict(type="float", default=1),
-        address=dict(type="str", default=""),
-        gid_index=dict(type="raw"),
-        unit=dict(type="str", default=""),
-        unit_state=dict(type="str", default=""),
-        served_model_name=dict(type="str", default=""),
-        models=dict(type="dict", default={}),
-        speculative=dict(type="bool", default=False),
-        spec=dict(type="dict", default={}),
-        unit_loaded=dict(type="bool", default=True),
-        persistent=dict(type="bool", default=False),
-    ))
-    module.exit_json(changed=False, report=build(module.params))
+    # A task runs the action plugin of the same name, on the controller; this
+    # is the same judgement where the module itself is run (and what
+    # ansible-test checks the documentation against).
+    module = new_module(status_reports.ARGUMENT_SPEC)
+    module.exit_json(changed=False, report=status_reports.build(module.params))
 
 
 if __name__ == "__main__":

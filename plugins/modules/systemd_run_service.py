@@ -149,6 +149,16 @@ options:
       - The file is removed when the service is stopped or runs without secrets.
     type: dict
     default: {}
+  secret_environment_files:
+    description:
+      - More of the private environment, each value read on the node from
+        the file named (a token another role keeps there), so that it never
+        passes through the controller; treated as O(secret_environment)
+        (the file's content, without surrounding whitespace).
+      - A missing or empty file fails, naming it; in check mode a stand-in
+        value predicts the start.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: full
@@ -278,6 +288,7 @@ def main():
         start_env_keys=dict(type="list", elements="str", default=[], no_log=False),
         unit_dir=dict(type="path"),
         secret_environment=dict(type="dict", default={}, no_log=True),
+        secret_environment_files=dict(type="dict", default={}, no_log=False),
     ), required_if=[("state", "started", ["command"]), ("state", "restarted", ["command"])])
     params = module.params
     for key, (low, high) in BOUNDS.items():

@@ -110,6 +110,12 @@ options:
         description: The service's private environment (compared through its keyed digest; never returned).
         type: dict
         default: {}
+      secret_environment_files:
+        description:
+          - More of it, each value read from the file named on the head (the Ray token), as
+            M(laguna.spark.systemd_run_service) reads it.
+        type: dict
+        default: {}
   port:
     description: The API port and the unit that may listen on it.
     type: dict
@@ -139,6 +145,27 @@ options:
         description: Target precision the draft was built for, when no name tells it.
         type: str
         choices: [NVFP4, MXFP4, FP8, INT4, INT8, BF16]
+  checkpoints:
+    description:
+      - The checkpoints vLLM loads, each scanned as the staging role's status scans it
+        (M(laguna.spark.model_stage_info), against the digest record's file list); returned in
+        RV(checkpoints) for M(laguna.spark.status_report) to judge (kind staging).
+    type: dict
+    suboptions:
+      artifacts:
+        description:
+          - The staging role's C(staging_artifacts) - each with C(name), C(path) and C(expected_shards) (null
+            or absent - at least one shard); its other keys are not read.
+        type: list
+        elements: dict
+        required: true
+      shard_pattern:
+        description: Glob of the weight shards.
+        type: str
+        default: "*.safetensors"
+      hash_cache:
+        description: The digest record whose file lists name each checkpoint's files.
+        type: path
   ray:
     description: C(ray status) against the cluster.
     type: dict
@@ -264,6 +291,13 @@ port:
   description: The API port's listeners, those of another unit (foreign), and the message naming them.
   returned: with O(port)
   type: dict
+checkpoints:
+  description:
+    - Per entry of O(checkpoints.artifacts), in order, what M(laguna.spark.model_stage_info) returns, with
+      C(item) (the entry), as a loop of that module registers it.
+  returned: with O(checkpoints)
+  type: list
+  elements: dict
 draft:
   description: The draft's report, as M(laguna.spark.dflash_draft_info) returns it.
   returned: with O(draft)
@@ -317,7 +351,8 @@ def main():
             restart_sec=dict(type="int", default=10),
             start_limit_interval=dict(type="int", default=600),
             start_limit_burst=dict(type="int", default=20),
-            secret_environment=dict(type="dict", default={}, no_log=True))),
+            secret_environment=dict(type="dict", default={}, no_log=True),
+            secret_environment_files=dict(type="dict", default={}, no_log=False))),
         port=dict(type="dict", options=dict(
             port=dict(type="int", required=True),
             allowed_unit=dict(type="str"))),
@@ -326,6 +361,10 @@ def main():
             target_path=dict(type="path"),
             draft_repo=dict(type="str"),
             draft_target_family=dict(type="str", choices=list(dflash_config.FAMILIES)))),
+        checkpoints=dict(type="dict", options=dict(
+            artifacts=dict(type="list", elements="dict", required=True),
+            shard_pattern=dict(type="str", default="*.safetensors"),
+            hash_cache=dict(type="path"))),
         ray=dict(type="dict", options=dict(
             ray=dict(type="path", required=True),
             address=dict(type="str", required=True),

@@ -10,10 +10,11 @@ calls per node with node_calls(), from the lines the tests' callback
 import json
 
 # Actions that run on the controller only (and the role's argument check).
-# peers_reached is the collection's action plugin that reads hostvars.
+# peers_reached (it reads hostvars) and status_report (pure computation) are
+# the collection's action plugins that never reach the node.
 CONTROLLER_ACTIONS = frozenset((
     "assert", "debug", "set_fact", "include_role", "include_tasks", "import_tasks", "meta",
-    "validate_argument_spec", "peers_reached"))
+    "validate_argument_spec", "peers_reached", "status_report"))
 # Where a task delegated to them runs: the controller.
 CONTROLLER_HOSTS = frozenset(("localhost", "127.0.0.1"))
 

@@ -346,6 +346,9 @@ def _fabric_env(runner, tmp_path, extravars):
         dict({"laguna_model_path": "/m", "laguna_draft_path": "/d", "laguna_cuda_home": "/opt/cuda",
               "laguna_venv": "/v", "laguna_home": "/h"}, **extravars))
     assert result.rc == 0, result.text
+    # One call to the node: the fabric's discovery resolves the GID index too (resolve_gid_type).
+    assert role_events.node_tasks(result.events, "fabric") == ["laguna.spark.fabric_probe"], result.text
+    assert role_events.node_tasks(result.events, "fabric_env") == [], result.text
     return json.loads(out.read_text())
 
 

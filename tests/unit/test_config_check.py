@@ -3,6 +3,7 @@ the inventory and the running deployment."""
 import glob
 import json
 import os
+import pwd
 import subprocess
 import sys
 import textwrap
@@ -222,6 +223,14 @@ def test_module_warns_only_when_asked(run_module):
                                        "unknown_variables": "warn"})
     assert not result.failed and result["unknown"] == [{"name": "laguna_my_note", "suggestion": None}]
     assert "laguna_my_note is not a variable of laguna.spark" in json.dumps(result["warnings"])
+
+
+def test_module_tells_the_account_it_ran_as(run_module):
+    # The laguna role takes the service user's uid and home from here (the
+    # task runs as that user): no second call to look the user up.
+    account = pwd.getpwuid(os.getuid())
+    result = run_module(config_check, {"specs": DOCUMENTS})
+    assert result["user"] == {"name": account.pw_name, "uid": account.pw_uid, "home": account.pw_dir}
 
 
 def running_vllm(tp):

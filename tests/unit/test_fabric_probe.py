@@ -183,3 +183,21 @@ def test_the_current_file_is_returned_only_for_an_apply(node, run_module):
     assert node.probe(run_module)["netplan_current"] is None
     node.set(TWIN1, "mtu", 1500)
     assert node.probe(run_module)["netplan_current"] == node.netplan.read_text()
+
+
+def test_it_resolves_the_gid_index_as_roce_gid_does_in_the_same_call(node, run_module, tmp_path):
+    # fabric_env's one call: the discovery and this node's RoCE v2 GID index of its address.
+    from ansible_collections.laguna.spark.plugins.module_utils import roce
+    ib = str(tmp_path / "sys" / "ib")
+    result = node.probe(run_module, netplan_file=None, resolve_gid_type=roce.ROCE_V2)
+    assert not result.failed, result
+    found, failure = roce.resolve(ib, result["hcas"][0], 1, "192.168.100.1", roce.ROCE_V2)
+    assert failure is None and result["roce_gid"] == found and found["gid_index"] == 3
+    assert "roce_gid" not in node.probe(run_module, netplan_file=None)
+    # No RoCE v2 GID maps the address: roce_gid's sentence.
+    types = tmp_path / "sys" / "ib" / result["hcas"][0] / "ports" / "1" / "gid_attrs" / "types"
+    for name in os.listdir(str(types)):
+        (types / name).write_text("IB/RoCE v1\n")
+    failed = node.probe(run_module, netplan_file=None, check_gids=False, resolve_gid_type=roce.ROCE_V2)
+    assert failed.failed and failed["msg"].startswith("No RoCE v2 GID on %s port 1 maps 192.168.100.1. GIDs seen: "
+                                                      % result["hcas"][0])

@@ -446,6 +446,39 @@ def test_stopping_removes_the_secret_file(systemd, run_module, tmp_path, monkeyp
     assert result["changed"] and not path.exists()
 
 
+def test_a_secret_read_from_a_file_on_the_node_is_a_secret_like_the_others(systemd, run_module, tmp_path,
+                                                                            monkeypatch):
+    # The Ray token for vLLM's driver: read from the head's token file by the
+    # module, so the controller never holds it; the same file as a value given inline.
+    token = tmp_path / "ray-token"
+    token.write_text("cd" * 32 + "\n")
+    args = dict(_secret_args(tmp_path, monkeypatch), secret_environment_files={"RAY_AUTH_TOKEN": str(token)})
+    result = run_module(systemd_run_service, args)
+    path = tmp_path / ".config" / "laguna-spark" / "laguna-ray-head.secret-env"
+    text = path.read_text()
+    assert result["changed"] and "RAY_AUTH_TOKEN=%s\n" % ("cd" * 32) in text and "VLLM_API_KEY=%s\n" % SECRET in text
+    assert "cd" * 32 not in json.dumps(result) and "cd" * 32 not in json.dumps(systemd.read())
+    both = {"VLLM_API_KEY": SECRET, "RAY_AUTH_TOKEN": "cd" * 32}
+    inline = dict(_secret_args(tmp_path, monkeypatch), secret_environment=both)
+    assert not run_module(systemd_run_service, inline)["changed"]
+    assert not run_module(systemd_run_service, args)["changed"]
+    # A rotated token (the file rewritten) restarts the service.
+    token.write_text("ef" * 32)
+    rotated = run_module(systemd_run_service, args)
+    assert rotated["changed"] and rotated["action"] == "restarted" and "RAY_AUTH_TOKEN=%s\n" % ("ef" * 32) in path.read_text()
+
+
+def test_a_missing_secret_file_fails_naming_it_except_in_check_mode(systemd, run_module, tmp_path, monkeypatch):
+    missing = str(tmp_path / "no-token")
+    args = dict(_secret_args(tmp_path, monkeypatch), secret_environment_files={"RAY_AUTH_TOKEN": missing})
+    predicted = run_module(systemd_run_service, args, check_mode=True)
+    assert not predicted.failed and predicted["changed"] and predicted["action"] == "started"
+    result = run_module(systemd_run_service, args)
+    assert result.failed and not systemd.calls("systemd-run")
+    assert ("RAY_AUTH_TOKEN of laguna-ray-head.service comes from %s, which is missing or empty on this node: run the "
+            "role that writes it first (for the Ray token: --tags ray_cluster)" % missing) == result["msg"]
+
+
 def test_a_persistent_unit_reads_its_secrets_from_the_private_file(systemd, run_module, tmp_path, monkeypatch):
     args = dict(_persistent(tmp_path, monkeypatch), secret_environment={"RAY_AUTH_TOKEN": "ab" * 32})
     result = run_module(systemd_run_service, args)

@@ -250,3 +250,36 @@ def test_a_draft_that_vllm_would_refuse_is_named(run_module, tmp_path):
     assert result["differences"] == ["draft %s: %s" % (draft, " | ".join(result["draft"]["problems"]))]
     missing = run_module(vllm_serve_probe, {"draft": {"path": str(tmp_path / "none")}})
     assert not missing["draft"]["exists"] and missing["differences"][0].startswith("draft %s: " % (tmp_path / "none"))
+
+
+def test_the_staged_checkpoints_are_scanned_as_model_stage_info_scans_them(tmp_path, run_module):
+    """vllm_serve reads what is staged in its head probe: each of the staging
+    role's artifacts, scanned as the staging role's status.yml scans it
+    (model_stage_info, against the digest record's list), in the shape of
+    that loop's results, so status_report judges it the same way."""
+    from ansible_collections.laguna.spark.plugins.module_utils import hashcache
+    from ansible_collections.laguna.spark.plugins.modules import model_stage_info
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    for path, shards in ((target, 2), (draft, 1)):
+        path.mkdir()
+        for i in range(1, shards + 1):
+            (path / ("model-%05d-of-%05d.safetensors" % (i, shards))).write_bytes(b"x" * 10)
+        (path / "config.json").write_text("{}")
+    record = tmp_path / "record.json"
+    cache = hashcache.HashCache()
+    cache.record_list(str(target), ["config.json", "model-00001-of-00002.safetensors",
+                                    "model-00002-of-00002.safetensors"])
+    record.write_text(cache.dump())
+    (target / "notes.txt").write_text("a note")
+    (target / "model-00003-of-00002.safetensors").write_bytes(b"x")  # a stray shard vLLM would read
+    artifacts = [{"name": "target", "repo": "poolside/x", "path": str(target), "expected_shards": 2,
+                  "revision": "main"},
+                 {"name": "draft", "path": str(draft), "expected_shards": None, "fix_ignore": False}]
+    result = run_module(vllm_serve_probe, {"checkpoints": {"artifacts": artifacts, "hash_cache": str(record)}})
+    assert not result.failed, result
+    for scanned, item in zip(result["checkpoints"], artifacts):
+        alone = run_module(model_stage_info, dict({"path": item["path"], "hash_cache": str(record)},
+                                                  **({"expected_shards": item["expected_shards"]}
+                                                     if item["expected_shards"] else {})))
+        assert scanned == dict({k: v for k, v in alone.items() if k not in ("changed", "invocation", "warnings", "deprecations")}, item=item)
+    assert result["checkpoints"][0]["problems"] and result["checkpoints"][1]["complete"]

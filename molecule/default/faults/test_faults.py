@@ -42,12 +42,9 @@ FIREWALL_UNIT = c.FIREWALL_UNIT
 # Module calls that reach a node in a no-op with every role's checks, per role
 # (scripts/noop_ratio.py's full_node_calls; a role not named: 1, its probe).
 NODE_CALLS = {
-    "laguna": 2,       # the variables' check and the service user's lookup (validate.yml)
     "preflight": 2,    # its probe; on the head the page-cache drop, which runs whenever pages are cached
     "ssh_mesh": 2,     # this node's keys, then the peers (which need every node's keys)
     "fabric": 3,       # its probe, and its discovery again where network_gate and fabric_env include it
-    "ray_cluster": 2,  # its probe; on the head vllm_serve's read of the token (token.yml)
-    "staging": 4,      # its probe; on the head vllm_serve's scan of what is staged (status.yml: 2 repos + report)
     "vllm_serve": 3,   # the raylets' probe (a loop on the head, one call per node), the head's probe
     "monitoring": 2,   # every node's probe; on the head Prometheus's files (they name every node's devices)
 }
