@@ -6,7 +6,7 @@ module builds, and a bad argument is refused as the module refuses it."""
 import json
 import shlex
 
-from conftest import free_port
+from helpers import free_port
 from helpers.constants import SERVED_MODEL
 
 from ansible_collections.laguna.spark.plugins.module_utils import status_reports

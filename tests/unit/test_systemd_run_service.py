@@ -446,8 +446,8 @@ def test_stopping_removes_the_secret_file(systemd, run_module, tmp_path, monkeyp
     assert result["changed"] and not path.exists()
 
 
-def test_a_secret_read_from_a_file_on_the_node_is_a_secret_like_the_others(systemd, run_module, tmp_path,
-                                                                            monkeypatch):
+def test_a_secret_read_from_a_file_on_the_node_is_a_secret_like_the_others(
+        systemd, run_module, tmp_path, monkeypatch):
     # The Ray token for vLLM's driver: read from the head's token file by the
     # module, so the controller never holds it; the same file as a value given inline.
     token = tmp_path / "ray-token"
