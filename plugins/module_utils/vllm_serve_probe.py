@@ -16,7 +16,7 @@ environment file of the service, ActiveState, SubState, UnitFileState, the
 processes a signal stopped) and the action a run would take; the listeners
 of the API port (procs.port_holders); `ray status` (ray_status.read);
 the DFlash draft (dflash_draft.report); the staged checkpoints
-(model_stage.stage_info, as model_stage_info scans them); and the API: /health with the
+(staging_probe.scans, as the staging role's status scans them); and the API: /health with the
 recipe's smoke test within the hang check's timeout (vllm_health.check),
 /v1/models (vllm_health.models) and the spec-decode counters.
 
@@ -26,10 +26,8 @@ reads, called from the same module_utils function.
 
 from __future__ import annotations
 
-import os
-
 from ansible_collections.laguna.spark.plugins.module_utils import (
-    dflash_draft, gpu_procs, hashcache, model_stage, procs, prometheus, ray_status, systemd_run, systemd_user,
+    dflash_draft, gpu_procs, hashcache, procs, prometheus, ray_status, staging_probe, systemd_run, systemd_user,
     vllm_client, vllm_health)
 
 # The raylet unit's properties read on every node: InvocationID for vLLM's
@@ -190,21 +188,6 @@ def api_differences(found, options):
     return lines
 
 
-def read_checkpoints(options):
-    """model_stage_info's result for each of the staging role's artifacts (its
-    scan against the digest record's file list), with ``item``: the shape of
-    the staging role's loop of it (roles/staging/tasks/status.yml)."""
-    record = hashcache.HashCache.load(options["hash_cache"]) if options["hash_cache"] else None
-    found = []
-    for item in options["artifacts"]:
-        path = os.path.expanduser(os.path.expandvars(str(item["path"])))  # as a module's type=path
-        expected = item.get("expected_shards")
-        scanned = model_stage.stage_info(path, options["shard_pattern"], int(expected) if expected else None,
-                                         names=record.list_of(path) if record else None)
-        found.append(dict(scanned, item=dict(item)))
-    return found
-
-
 def probe(module, params, node):
     """Every read the options ask for, and ``differences``."""
     result, differences = {}, []
@@ -230,8 +213,12 @@ def probe(module, params, node):
         if port["foreign"]:
             differences.append(port["message"])
     if params["checkpoints"]:
-        # Judged on the controller (status_report kind=staging): what is staged is the staging role's to say.
-        result["checkpoints"] = read_checkpoints(params["checkpoints"])
+        # The staging role's status scans (staging_probe.scans), judged on the
+        # controller (status_report kind=staging): what is staged is that role's to say.
+        checkpoints = params["checkpoints"]
+        result["checkpoints"] = staging_probe.scans(checkpoints["artifacts"],
+                                                    hashcache.HashCache.load(checkpoints["hash_cache"]),
+                                                    checkpoints["shard_pattern"])
     if params["draft"]:
         draft = params["draft"]
         result["draft"] = found = dflash_draft.report(draft["path"], draft["target_path"], draft["draft_repo"],

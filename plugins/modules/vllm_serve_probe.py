@@ -294,7 +294,7 @@ port:
 checkpoints:
   description:
     - Per entry of O(checkpoints.artifacts), in order, what M(laguna.spark.model_stage_info) returns, with
-      C(item) (the entry), as a loop of that module registers it.
+      C(item) (the entry's name and path), as the staging role's status scans it.
   returned: with O(checkpoints)
   type: list
   elements: dict

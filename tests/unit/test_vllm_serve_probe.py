@@ -254,9 +254,9 @@ def test_a_draft_that_vllm_would_refuse_is_named(run_module, tmp_path):
 
 def test_the_staged_checkpoints_are_scanned_as_model_stage_info_scans_them(tmp_path, run_module):
     """vllm_serve reads what is staged in its head probe: each of the staging
-    role's artifacts, scanned as the staging role's status.yml scans it
-    (model_stage_info, against the digest record's list), in the shape of
-    that loop's results, so status_report judges it the same way."""
+    role's artifacts, scanned as the staging role's status scans it
+    (model_stage_info, against the digest record's list; staging_probe.scans),
+    so status_report judges it the same way."""
     from ansible_collections.laguna.spark.plugins.module_utils import hashcache
     from ansible_collections.laguna.spark.plugins.modules import model_stage_info
     target, draft = tmp_path / "target", tmp_path / "draft"
@@ -281,5 +281,6 @@ def test_the_staged_checkpoints_are_scanned_as_model_stage_info_scans_them(tmp_p
         alone = run_module(model_stage_info, dict({"path": item["path"], "hash_cache": str(record)},
                                                   **({"expected_shards": item["expected_shards"]}
                                                      if item["expected_shards"] else {})))
-        assert scanned == dict({k: v for k, v in alone.items() if k not in ("changed", "invocation", "warnings", "deprecations")}, item=item)
+        assert scanned == dict({k: v for k, v in alone.items() if k not in ("changed", "invocation", "warnings", "deprecations")},
+                                 item={"name": item["name"], "path": item["path"]})
     assert result["checkpoints"][0]["problems"] and result["checkpoints"][1]["complete"]
