@@ -281,6 +281,6 @@ def test_the_staged_checkpoints_are_scanned_as_model_stage_info_scans_them(tmp_p
         alone = run_module(model_stage_info, dict({"path": item["path"], "hash_cache": str(record)},
                                                   **({"expected_shards": item["expected_shards"]}
                                                      if item["expected_shards"] else {})))
-        assert scanned == dict({k: v for k, v in alone.items() if k not in ("changed", "invocation", "warnings", "deprecations")},
-                                 item={"name": item["name"], "path": item["path"]})
+        scan_alone = {k: v for k, v in alone.items() if k not in ("changed", "invocation", "warnings", "deprecations")}
+        assert scanned == dict(scan_alone, item={"name": item["name"], "path": item["path"]})
     assert result["checkpoints"][0]["problems"] and result["checkpoints"][1]["complete"]
