@@ -609,6 +609,10 @@ def test_a_file_the_hubs_list_does_not_name_is_named_and_refused_only_when_vllm_
                                TARGET + "/model-00025-of-00024.safetensors"], check=False).returncode == 1
         rc, _changed, out, _seconds = play(playbook="laguna.spark.verify")
         assert rc != 0 and "model-00025-of-00024.safetensors (a shard's name)" in out, out[-3000:]
+        # vllm_serve judges what its probe scans as staging does, and refuses before it acts.
+        rc, _changed, out, _seconds = play("--tags", "vllm_serve")
+        assert rc != 0 and "model-00025-of-00024.safetensors (a shard's name)" in out, out[-3000:]
+        assert "Run --tags staging." in out, out[-3000:]
         assert vllm_pid() == vllm
 
         podman(HEAD, "rm", "-f", TARGET + "/model-00025-of-00024.safetensors")
